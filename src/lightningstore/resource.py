@@ -1,0 +1,89 @@
+"""Resources: versioned assets (an LLM, a prompt template) with `latest` and `approved` pointers."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LLM(BaseModel):
+    """An OpenAI-compatible model behind one or more endpoints."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["llm"] = "llm"
+    endpoints: list[str] = Field(min_length=1)
+    """Base URLs ending in /v1 (vLLM, our inference server, or a vendor)."""
+    model: str = Field(min_length=1)
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    """Sampling defaults for training calls (temperature, top_p, max_tokens, ...)."""
+    sampling_by_mode: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: {"val": {"temperature": 0.0}, "test": {"temperature": 0.0}}
+    )
+    """Per-mode overrides the proxy writes over the request (val/test are greedy by default)."""
+    checkpoint: str | None = None
+    """Where the weights of this version live (an HF directory), if trainable."""
+    provider: str = "openai"
+    """'openai' for OpenAI-compatible servers; any other litellm provider is observe-only."""
+
+
+class PromptTemplate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["prompt_template"] = "prompt_template"
+    template: str
+    engine: Literal["f-string", "jinja"] = "f-string"
+
+    def format(self, **values: Any) -> str:
+        if self.engine == "jinja":
+            import jinja2
+
+            return jinja2.Template(self.template).render(**values)
+        return self.template.format(**values)
+
+
+Resource = Annotated[LLM | PromptTemplate, Field(discriminator="kind")]
+
+
+class Pointer(StrEnum):
+    LATEST = "latest"
+    APPROVED = "approved"
+
+
+class ResourceVersion(BaseModel):
+    version_id: str
+    name: str
+    resource: Resource
+    parent_id: str | None = None
+    """The exact version this one was derived from (None for a root)."""
+    created_by: str = "unknown"
+    artifact: str | None = None
+    """Reference to the artifact (checkpoint directory, content hash)."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    create_time: float
+
+
+class ResourceSet(BaseModel):
+    """A frozen binding name -> version that rollouts name by `resources_id`."""
+
+    resources_id: str
+    versions: dict[str, ResourceVersion]
+    create_time: float
+
+    @property
+    def resources(self) -> dict[str, LLM | PromptTemplate]:
+        return {name: version.resource for name, version in self.versions.items()}
+
+
+class PointerMove(BaseModel):
+    """One move of a resource's `latest` or `approved` pointer; the history is append-only."""
+
+    name: str
+    pointer: Pointer
+    version_id: str
+    previous_version_id: str | None = None
+    actor: str
+    reason: str = ""
+    time: float

@@ -1,0 +1,60 @@
+"""Rollout: one task run against a resource set, and its config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus
+
+
+class RolloutConfig(BaseModel):
+    """How long a rollout may run, how silent it may be, and which failures are retried."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    unresponsive_seconds: float | None = Field(default=None, gt=0)
+    max_attempts: int = Field(default=1, ge=1, le=100)
+    retry_on: list[AttemptStatus] = Field(
+        default_factory=lambda: [AttemptStatus.TIMEOUT, AttemptStatus.UNRESPONSIVE]
+    )
+
+    @field_validator("retry_on")
+    @classmethod
+    def _only_failures(cls, value: list[AttemptStatus]) -> list[AttemptStatus]:
+        for status in value:
+            if not status.is_failure:
+                raise ValueError(f"retry_on may hold only failure kinds (failed, timeout, unresponsive), got {status.value!r}")
+        return value
+
+
+class RolloutRequest(BaseModel):
+    """What a caller gives to enqueue a rollout; `rollout_id` makes the enqueue idempotent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: Any
+    mode: RolloutMode = RolloutMode.TRAIN
+    resources_id: str | None = None
+    config: RolloutConfig = Field(default_factory=RolloutConfig)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    group_id: str | None = Field(default=None, max_length=200)
+    rollout_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class Rollout(BaseModel):
+    rollout_id: str
+    input: Any
+    mode: RolloutMode
+    resources_id: str | None = None
+    config: RolloutConfig
+    status: RolloutStatus
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    group_id: str | None = None
+    enqueue_time: float
+    start_time: float | None = None
+    end_time: float | None = None
+    num_attempts: int = 0
+    failure_reason: str | None = None

@@ -1,0 +1,49 @@
+"""Span names and attribute keys shared by the proxy, the tracer and credit assignment.
+
+GenAI keys follow the OpenTelemetry GenAI semantic conventions; `lightningrl.*` keys carry what
+training needs and the conventions do not define (exact token ids, logprobs).
+"""
+
+from __future__ import annotations
+
+# Binding a span to its attempt (on the OTel resource or on the span).
+ROLLOUT_ID = "lightningrl.rollout_id"
+ATTEMPT_ID = "lightningrl.attempt_id"
+AGENT_NAME = "lightningrl.agent_name"
+
+# LLM call spans.
+LLM_SPAN_NAME = "chat"
+GEN_AI_OPERATION = "gen_ai.operation.name"  # "chat" | "text_completion"
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_TOP_P = "gen_ai.request.top_p"
+GEN_AI_MAX_TOKENS = "gen_ai.request.max_tokens"
+
+LLM_REQUEST_MESSAGES = "lightningrl.llm.request_messages"  # JSON string of the request messages/prompt
+LLM_RESPONSE_TEXT = "lightningrl.llm.response_text"  # choice 0's text
+LLM_PROMPT_TOKEN_IDS = "lightningrl.llm.prompt_token_ids"  # list[int], exactly what the model saw
+LLM_RESPONSE_TOKEN_IDS = "lightningrl.llm.response_token_ids"  # list[int], choice 0, exactly generated
+LLM_RESPONSE_LOGPROBS = "lightningrl.llm.response_logprobs"  # list[float], one per response token
+LLM_CHOICES = "lightningrl.llm.choices"  # JSON string: every choice's text/token_ids/logprobs
+LLM_UPSTREAM = "lightningrl.llm.upstream"  # endpoint that served the call
+LLM_RETRIES = "lightningrl.llm.retries"
+LLM_LATENCY_MS = "lightningrl.llm.latency_ms"
+LLM_TRAINABLE = "lightningrl.llm.trainable"  # False for observe-only providers
+LLM_RESOURCE_VERSION = "lightningrl.llm.resource_version"
+
+# Reward spans (emit_reward also writes a Reward row).
+REWARD_SPAN_NAME = "lightningrl.reward"
+REWARD_NAME = "lightningrl.reward.name"
+REWARD_VALUE = "lightningrl.reward.value"
+REWARD_TARGET_SPAN = "lightningrl.reward.span_id"
+REWARD_STEP = "lightningrl.reward.step"
+
+# Tool / step spans made by @trace.
+TOOL_SPAN_PREFIX = "tool."
+STEP_SPAN_PREFIX = "step."

@@ -1,0 +1,50 @@
+"""Span: an OpenTelemetry span recorded during an attempt, with a store-issued sequence number."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lightningstore.semconv import ATTEMPT_ID as ATTEMPT_ID_ATTR
+from lightningstore.semconv import ROLLOUT_ID as ROLLOUT_ID_ATTR
+
+
+class SpanStatus(BaseModel):
+    status_code: str = "UNSET"
+    """UNSET, OK or ERROR, as in OpenTelemetry."""
+    description: str | None = None
+
+
+class SpanEvent(BaseModel):
+    name: str
+    timestamp: float | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class SpanIn(BaseModel):
+    """A span as a writer sends it; the store adds `sequence_id`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rollout_id: str = Field(min_length=1)
+    attempt_id: str = Field(min_length=1)
+    trace_id: str = Field(min_length=1, max_length=64)
+    span_id: str = Field(min_length=1, max_length=64)
+    parent_id: str | None = Field(default=None, max_length=64)
+    name: str = Field(min_length=1, max_length=500)
+    kind: str = "INTERNAL"
+    start_time: float | None = None
+    end_time: float | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    events: list[SpanEvent] = Field(default_factory=list)
+    status: SpanStatus = Field(default_factory=SpanStatus)
+    resource: dict[str, Any] = Field(default_factory=dict)
+    """Attributes of the OpenTelemetry resource that produced the span."""
+
+
+class Span(SpanIn):
+    model_config = ConfigDict(extra="ignore")
+
+    sequence_id: int
+    """Store-issued, strictly increasing across the whole store: the order spans arrived in."""

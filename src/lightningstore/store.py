@@ -1,0 +1,334 @@
+"""The LightningStore contract. These docstrings ARE the spec every implementation follows.
+
+Conventions for every method:
+- Times are float seconds since the epoch, taken from the store's clock.
+- An id that names nothing raises `NotFoundError` (never returns a half result), except the
+  `get_*` lookups documented to return None.
+- A status change the state machine (lightningstore.status) forbids raises
+  `IllegalTransitionError` and changes nothing.
+- Invalid arguments raise `InvalidInputError` naming the field; nothing stored changes.
+- Every call that writes several rows writes all of them or none.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
+from lightningstore.reward import Reward, RewardIn
+from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
+from lightningstore.span import Span, SpanIn
+from lightningstore.statistics import StoreStatistics
+from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+from lightningstore.unset import UNSET, Unset
+from lightningstore.worker import Worker
+
+RolloutSortKey = Literal["enqueue_time", "start_time", "end_time", "rollout_id", "status"]
+
+
+class LightningStore(ABC):
+    """Durable home of rollouts, attempts, spans, rewards, resources and workers."""
+
+    # ---- rollouts: enqueue and claim ------------------------------------------------------
+
+    async def enqueue_rollout(
+        self,
+        input: Any,
+        *,
+        mode: RolloutMode | str = RolloutMode.TRAIN,
+        resources_id: str | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        group_id: str | None = None,
+        rollout_id: str | None = None,
+    ) -> Rollout:
+        """Queue one rollout (status `queuing`) and return it.
+
+        `rollout_id`, when given, makes the call idempotent: enqueueing the same id again returns
+        the stored rollout unchanged (ConflictError if its input differs). `resources_id`, when
+        given, must name a stored resource set (NotFoundError otherwise).
+        """
+        request = RolloutRequest(
+            input=input,
+            mode=RolloutMode(mode),
+            resources_id=resources_id,
+            config=config or RolloutConfig(),
+            metadata=metadata or {},
+            group_id=group_id,
+            rollout_id=rollout_id,
+        )
+        (rollout,) = await self.enqueue_many_rollouts([request])
+        return rollout
+
+    @abstractmethod
+    async def enqueue_many_rollouts(self, requests: Sequence[RolloutRequest]) -> list[Rollout]:
+        """Queue many rollouts in one transaction, in order; same rules as `enqueue_rollout`.
+
+        If any request is invalid nothing is queued.
+        """
+
+    async def dequeue_rollout(self, worker_id: str | None = None) -> AttemptedRollout | None:
+        """Atomically claim the oldest `queuing` or `requeuing` rollout, or return None.
+
+        The claim moves the rollout to `preparing` and opens a new attempt (`preparing`) bound to
+        `worker_id`. Two concurrent callers never claim the same rollout.
+        """
+        claimed = await self.dequeue_many_rollouts(1, worker_id=worker_id)
+        return claimed[0] if claimed else None
+
+    @abstractmethod
+    async def dequeue_many_rollouts(self, limit: int, *, worker_id: str | None = None) -> list[AttemptedRollout]:
+        """Claim up to `limit` rollouts at once, oldest first; the rules of `dequeue_rollout`."""
+
+    @abstractmethod
+    async def start_rollout(
+        self,
+        input: Any,
+        *,
+        mode: RolloutMode | str = RolloutMode.TRAIN,
+        resources_id: str | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        group_id: str | None = None,
+        worker_id: str | None = None,
+    ) -> AttemptedRollout:
+        """Create a rollout and claim it at once (no queue): it starts in `preparing` with attempt 1."""
+
+    @abstractmethod
+    async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
+        """Open a new attempt of a rollout waiting in `queuing` or `requeuing` (a manual claim).
+
+        IllegalTransitionError if the rollout is not waiting; ConflictError if it has used
+        `config.max_attempts` attempts.
+        """
+
+    # ---- attempts and rollouts: progress ---------------------------------------------------
+
+    @abstractmethod
+    async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
+        """Record that the attempt is alive. Moves `preparing` -> `running` (rollout too) and
+        revives an `unresponsive` attempt that is still its rollout's current one.
+
+        IllegalTransitionError if the attempt has ended (succeeded, failed, timeout).
+        """
+
+    @abstractmethod
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str | Literal["latest"],
+        *,
+        status: AttemptStatus | str | Unset = UNSET,
+        failure_reason: str | None | Unset = UNSET,
+        worker_id: str | None | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+    ) -> Attempt:
+        """Change an attempt; only the given fields change.
+
+        Ending the rollout's current attempt moves the rollout with it: `succeeded` -> rollout
+        `succeeded`; a failure kind (failed, timeout, unresponsive) -> rollout `requeuing` if the
+        kind is in `config.retry_on` and attempts remain, else rollout `failed` with the reason.
+        Ending an attempt that is no longer current changes only that attempt.
+        """
+
+    @abstractmethod
+    async def update_rollout(
+        self,
+        rollout_id: str,
+        *,
+        status: RolloutStatus | str | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+        config: RolloutConfig | Unset = UNSET,
+        resources_id: str | None | Unset = UNSET,
+    ) -> Rollout:
+        """Change a rollout; only the given fields change. Status moves follow the state machine;
+        a terminal status also ends the current attempt if it is still open (cancelled -> failed).
+        """
+
+    async def cancel_rollout(self, rollout_id: str) -> Rollout:
+        """Cancel a rollout that has not finished (IllegalTransitionError if it has)."""
+        return await self.update_rollout(rollout_id, status=RolloutStatus.CANCELLED)
+
+    @abstractmethod
+    async def wait_for_rollouts(self, rollout_ids: Sequence[str], *, timeout: float | None = None) -> list[Rollout]:
+        """Wait until the given rollouts are terminal or `timeout` seconds pass.
+
+        Returns the terminal ones only, in the order asked. `timeout=0` checks once; None waits
+        without limit. Unknown ids raise NotFoundError.
+        """
+
+    @abstractmethod
+    async def sweep_stale_attempts(self, now: float | None = None) -> list[Attempt]:
+        """The watchdog: attempts running longer than `timeout_seconds` become `timeout`, attempts
+        silent (no span or heartbeat) longer than `unresponsive_seconds` become `unresponsive`;
+        their rollouts requeue or fail as `update_attempt` describes. Returns the changed attempts.
+        """
+
+    # ---- spans and rewards -----------------------------------------------------------------
+
+    async def add_span(self, span: SpanIn) -> Span:
+        """Store one span of an attempt; idempotent on (attempt_id, span_id).
+
+        A repeated span returns the stored copy unchanged. The attempt must exist (NotFoundError)
+        and belong to the rollout named. The first span of a `preparing` attempt moves it (and its
+        rollout) to `running`; a span revives an `unresponsive` attempt that is still current.
+        Spans of ended attempts are stored too (late spans stay with their attempt).
+        """
+        (stored,) = await self.add_many_spans([span])
+        return stored
+
+    @abstractmethod
+    async def add_many_spans(self, spans: Sequence[SpanIn]) -> list[Span]:
+        """Store many spans in one transaction with the rules of `add_span`; returns them in the
+        order given, each with its store-issued `sequence_id`. If one is invalid none is stored."""
+
+    @abstractmethod
+    async def add_reward(self, reward: RewardIn) -> Reward:
+        """Attach a named reward to a rollout (and optionally to one span or step of it).
+
+        Idempotent on `reward_id` when given. The rollout must exist; an `attempt_id`, when given,
+        must be one of its attempts.
+        """
+
+    # ---- queries -----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
+        """The rollout, or None."""
+
+    @abstractmethod
+    async def query_rollouts(
+        self,
+        *,
+        status: Sequence[RolloutStatus | str] | None = None,
+        mode: RolloutMode | str | None = None,
+        rollout_ids: Sequence[str] | None = None,
+        group_id: str | None = None,
+        sort_by: RolloutSortKey = "enqueue_time",
+        descending: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Rollout]:
+        """Rollouts matching every given filter, sorted (ties broken by rollout_id), paginated."""
+
+    @abstractmethod
+    async def query_attempts(self, rollout_id: str) -> list[Attempt]:
+        """All attempts of a rollout, oldest first (NotFoundError for an unknown rollout)."""
+
+    @abstractmethod
+    async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
+        """The rollout's most recent attempt, or None if it has none."""
+
+    @abstractmethod
+    async def query_spans(
+        self,
+        rollout_id: str,
+        attempt_id: str | Literal["latest"] | None = None,
+        *,
+        name: str | None = None,
+        after_sequence_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[Span]:
+        """Spans of a rollout in `sequence_id` order. `attempt_id=None` gives every attempt's,
+        "latest" the latest attempt's; `after_sequence_id` pages forward."""
+
+    @abstractmethod
+    async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
+        """Rewards of a rollout in the order they were added."""
+
+    # ---- resources -----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def add_resource_version(
+        self,
+        name: str,
+        resource: Resource,
+        *,
+        parent_id: str | None = None,
+        created_by: str = "unknown",
+        artifact: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        version_id: str | None = None,
+    ) -> ResourceVersion:
+        """Publish a new version of the named resource and move its `latest` pointer to it.
+
+        `parent_id`, when given, must name a stored version of the same name. A repeated
+        `version_id` with the same content returns the stored version (ConflictError otherwise).
+        The first version of a name also becomes `approved` (the initial baseline).
+        """
+
+    @abstractmethod
+    async def add_resources(
+        self, resources: dict[str, Resource], *, created_by: str = "unknown", parents: dict[str, str] | None = None
+    ) -> ResourceSet:
+        """Publish one version per name (as `add_resource_version`) and bind them in a new set."""
+
+    @abstractmethod
+    async def add_resource_set(self, versions: dict[str, str]) -> ResourceSet:
+        """Bind existing versions (name -> version_id) into a new resource set."""
+
+    @abstractmethod
+    async def get_resources_by_id(self, resources_id: str) -> ResourceSet | None:
+        """The resource set, or None."""
+
+    @abstractmethod
+    async def get_latest_resources(self) -> ResourceSet | None:
+        """The most recently created resource set, or None."""
+
+    @abstractmethod
+    async def get_resource_version(self, version_id: str) -> ResourceVersion | None:
+        """The version, or None."""
+
+    @abstractmethod
+    async def get_pointer(self, name: str, pointer: Literal["latest", "approved"]) -> ResourceVersion | None:
+        """The version a resource's pointer names, or None if it has none."""
+
+    async def get_latest_version(self, name: str) -> ResourceVersion | None:
+        return await self.get_pointer(name, "latest")
+
+    async def get_approved_version(self, name: str) -> ResourceVersion | None:
+        return await self.get_pointer(name, "approved")
+
+    @abstractmethod
+    async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
+        """Versions (of one name, or all), oldest first."""
+
+    @abstractmethod
+    async def move_pointer(
+        self, name: str, pointer: Literal["latest", "approved"], version_id: str, *, actor: str, reason: str = ""
+    ) -> PointerMove:
+        """Point a resource's pointer at one of its versions and append the move to the history.
+
+        The version must exist and carry that name. Who may move `approved` is decided by the
+        caller's credentials (the server), not here.
+        """
+
+    @abstractmethod
+    async def query_pointer_history(self, name: str, pointer: Literal["latest", "approved"] | None = None) -> list[PointerMove]:
+        """Every move of the resource's pointers, oldest first."""
+
+    # ---- workers and statistics ---------------------------------------------------------------
+
+    @abstractmethod
+    async def update_worker(
+        self,
+        worker_id: str,
+        *,
+        status: WorkerStatus | str | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+    ) -> Worker:
+        """Create or update a worker and record its heartbeat."""
+
+    @abstractmethod
+    async def query_workers(self) -> list[Worker]:
+        """All workers known to the store."""
+
+    @abstractmethod
+    async def statistics(self) -> StoreStatistics:
+        """Counts of everything stored."""
+
+    async def close(self) -> None:
+        """Release connections; the store must not be used afterwards."""
