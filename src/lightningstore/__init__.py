@@ -9,7 +9,15 @@ from lightningstore.errors import (
     PermissionDeniedError,
     StoreError,
 )
-from lightningstore.resource import LLM, Pointer, PointerMove, PromptTemplate, Resource, ResourceSet, ResourceVersion
+from lightningstore.resource import (
+    LLM,
+    Pointer,
+    PointerMove,
+    PromptTemplate,
+    Resource,
+    ResourceSet,
+    ResourceVersion,
+)
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
 from lightningstore.span import Span, SpanEvent, SpanIn, SpanStatus

@@ -62,5 +62,12 @@ class PermissionDeniedError(StoreError):
 
 ERRORS_BY_CODE: dict[str, type[StoreError]] = {
     cls.code: cls
-    for cls in (StoreError, InvalidInputError, NotFoundError, ConflictError, IllegalTransitionError, PermissionDeniedError)
+    for cls in (
+        StoreError,
+        InvalidInputError,
+        NotFoundError,
+        ConflictError,
+        IllegalTransitionError,
+        PermissionDeniedError,
+    )
 }

@@ -26,7 +26,9 @@ class RolloutConfig(BaseModel):
     def _only_failures(cls, value: list[AttemptStatus]) -> list[AttemptStatus]:
         for status in value:
             if not status.is_failure:
-                raise ValueError(f"retry_on may hold only failure kinds (failed, timeout, unresponsive), got {status.value!r}")
+                raise ValueError(
+                    f"retry_on may hold only failure kinds (failed, timeout, unresponsive), got {status.value!r}"
+                )
         return value
 
 

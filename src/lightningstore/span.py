@@ -6,9 +6,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lightningstore.semconv import ATTEMPT_ID as ATTEMPT_ID_ATTR
-from lightningstore.semconv import ROLLOUT_ID as ROLLOUT_ID_ATTR
-
 
 class SpanStatus(BaseModel):
     status_code: str = "UNSET"

@@ -80,7 +80,9 @@ class LightningStore(ABC):
         return claimed[0] if claimed else None
 
     @abstractmethod
-    async def dequeue_many_rollouts(self, limit: int, *, worker_id: str | None = None) -> list[AttemptedRollout]:
+    async def dequeue_many_rollouts(
+        self, limit: int, *, worker_id: str | None = None
+    ) -> list[AttemptedRollout]:
         """Claim up to `limit` rollouts at once, oldest first; the rules of `dequeue_rollout`."""
 
     @abstractmethod
@@ -153,7 +155,9 @@ class LightningStore(ABC):
         return await self.update_rollout(rollout_id, status=RolloutStatus.CANCELLED)
 
     @abstractmethod
-    async def wait_for_rollouts(self, rollout_ids: Sequence[str], *, timeout: float | None = None) -> list[Rollout]:
+    async def wait_for_rollouts(
+        self, rollout_ids: Sequence[str], *, timeout: float | None = None
+    ) -> list[Rollout]:
         """Wait until the given rollouts are terminal or `timeout` seconds pass.
 
         Returns the terminal ones only, in the order asked. `timeout=0` checks once; None waits
@@ -262,7 +266,11 @@ class LightningStore(ABC):
 
     @abstractmethod
     async def add_resources(
-        self, resources: dict[str, Resource], *, created_by: str = "unknown", parents: dict[str, str] | None = None
+        self,
+        resources: dict[str, Resource],
+        *,
+        created_by: str = "unknown",
+        parents: dict[str, str] | None = None,
     ) -> ResourceSet:
         """Publish one version per name (as `add_resource_version`) and bind them in a new set."""
 
@@ -298,7 +306,13 @@ class LightningStore(ABC):
 
     @abstractmethod
     async def move_pointer(
-        self, name: str, pointer: Literal["latest", "approved"], version_id: str, *, actor: str, reason: str = ""
+        self,
+        name: str,
+        pointer: Literal["latest", "approved"],
+        version_id: str,
+        *,
+        actor: str,
+        reason: str = "",
     ) -> PointerMove:
         """Point a resource's pointer at one of its versions and append the move to the history.
 
@@ -307,7 +321,9 @@ class LightningStore(ABC):
         """
 
     @abstractmethod
-    async def query_pointer_history(self, name: str, pointer: Literal["latest", "approved"] | None = None) -> list[PointerMove]:
+    async def query_pointer_history(
+        self, name: str, pointer: Literal["latest", "approved"] | None = None
+    ) -> list[PointerMove]:
         """Every move of the resource's pointers, oldest first."""
 
     # ---- workers and statistics ---------------------------------------------------------------

@@ -1,0 +1,262 @@
+"""Resource versions, resource sets and pointers for SqlStore."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from lightningstore import tables as t
+from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
+from lightningstore.resource import Pointer, PointerMove, Resource, ResourceSet, ResourceVersion
+from lightningstore.sql_base import SqlBase, new_id
+from lightningstore.sql_rows import pointer_move_from_row, version_from_row
+
+_resource_adapter: TypeAdapter[Any] = TypeAdapter(Resource)
+
+
+def _pointer(value: str) -> Pointer:
+    try:
+        return Pointer(value)
+    except ValueError as exc:
+        raise InvalidInputError("pointer", f"must be 'latest' or 'approved', got {value!r}") from exc
+
+
+class SqlResources(SqlBase):
+    async def add_resource_version(
+        self,
+        name: str,
+        resource: Resource,
+        *,
+        parent_id: str | None = None,
+        created_by: str = "unknown",
+        artifact: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        version_id: str | None = None,
+    ) -> ResourceVersion:
+        async with self._write() as conn:
+            return await self._add_version(
+                conn, name, resource, parent_id, created_by, artifact, metadata, version_id
+            )
+
+    async def _add_version(
+        self,
+        conn: AsyncConnection,
+        name: str,
+        resource: Any,
+        parent_id: str | None,
+        created_by: str,
+        artifact: str | None,
+        metadata: dict[str, Any] | None,
+        version_id: str | None,
+    ) -> ResourceVersion:
+        if not name or len(name) > 200:
+            raise InvalidInputError("name", f"resource name must be 1..200 characters, got {name!r}")
+        try:
+            resource = _resource_adapter.validate_python(
+                resource.model_dump() if hasattr(resource, "model_dump") else resource
+            )
+        except ValidationError as exc:
+            raise InvalidInputError("resource", str(exc)) from exc
+        if version_id is not None:
+            row = (
+                await conn.execute(
+                    sa.select(t.resource_versions).where(t.resource_versions.c.version_id == version_id)
+                )
+            ).first()
+            if row is not None:
+                stored = version_from_row(row)
+                if stored.name != name or stored.resource != resource or stored.parent_id != parent_id:
+                    raise ConflictError(f"resource version {version_id!r} already exists with other content")
+                return stored
+        if parent_id is not None:
+            parent = await self._get_version(conn, parent_id)
+            if parent is None:
+                raise NotFoundError("resource version", parent_id)
+            if parent.name != name:
+                raise InvalidInputError(
+                    "parent_id", f"version {parent_id!r} is of {parent.name!r}, not {name!r}"
+                )
+        version = ResourceVersion(
+            version_id=version_id or new_id("rv"),
+            name=name,
+            resource=resource,
+            parent_id=parent_id,
+            created_by=created_by,
+            artifact=artifact,
+            metadata=metadata or {},
+            create_time=self.now(),
+        )
+        await conn.execute(sa.insert(t.resource_versions), [version.model_dump(mode="json")])
+        await self._move(conn, name, Pointer.LATEST, version.version_id, created_by, "published")
+        if await self._pointer_version_id(conn, name, Pointer.APPROVED) is None:
+            await self._move(conn, name, Pointer.APPROVED, version.version_id, created_by, "initial baseline")
+        return version
+
+    async def add_resources(
+        self,
+        resources: dict[str, Resource],
+        *,
+        created_by: str = "unknown",
+        parents: dict[str, str] | None = None,
+    ) -> ResourceSet:
+        if not resources:
+            raise InvalidInputError("resources", "must name at least one resource")
+        parents = parents or {}
+        async with self._write() as conn:
+            versions = {
+                name: await self._add_version(
+                    conn, name, res, parents.get(name), created_by, None, None, None
+                )
+                for name, res in resources.items()
+            }
+            return await self._add_set(conn, versions)
+
+    async def add_resource_set(self, versions: dict[str, str]) -> ResourceSet:
+        if not versions:
+            raise InvalidInputError("versions", "must name at least one resource version")
+        async with self._write() as conn:
+            resolved: dict[str, ResourceVersion] = {}
+            for name, version_id in versions.items():
+                version = await self._get_version(conn, version_id)
+                if version is None:
+                    raise NotFoundError("resource version", version_id)
+                if version.name != name:
+                    raise InvalidInputError(
+                        "versions", f"version {version_id!r} is of {version.name!r}, not {name!r}"
+                    )
+                resolved[name] = version
+            return await self._add_set(conn, resolved)
+
+    async def _add_set(self, conn: AsyncConnection, versions: dict[str, ResourceVersion]) -> ResourceSet:
+        rs = ResourceSet(resources_id=new_id("rs"), versions=versions, create_time=self.now())
+        await conn.execute(
+            sa.insert(t.resource_sets),
+            [
+                {
+                    "resources_id": rs.resources_id,
+                    "versions": {n: v.version_id for n, v in versions.items()},
+                    "create_time": rs.create_time,
+                }
+            ],
+        )
+        return rs
+
+    async def _load_set(self, conn: AsyncConnection, row: sa.Row[Any] | None) -> ResourceSet | None:
+        if row is None:
+            return None
+        versions: dict[str, ResourceVersion] = {}
+        for name, version_id in row.versions.items():
+            version = await self._get_version(conn, version_id)
+            if version is not None:
+                versions[name] = version
+        return ResourceSet(resources_id=row.resources_id, versions=versions, create_time=row.create_time)
+
+    async def get_resources_by_id(self, resources_id: str) -> ResourceSet | None:
+        async with self._read() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.resource_sets).where(t.resource_sets.c.resources_id == resources_id)
+                )
+            ).first()
+            return await self._load_set(conn, row)
+
+    async def get_latest_resources(self) -> ResourceSet | None:
+        async with self._read() as conn:
+            row = (
+                await conn.execute(sa.select(t.resource_sets).order_by(t.resource_sets.c.seq.desc()).limit(1))
+            ).first()
+            return await self._load_set(conn, row)
+
+    async def _get_version(self, conn: AsyncConnection, version_id: str) -> ResourceVersion | None:
+        row = (
+            await conn.execute(
+                sa.select(t.resource_versions).where(t.resource_versions.c.version_id == version_id)
+            )
+        ).first()
+        return version_from_row(row) if row is not None else None
+
+    async def get_resource_version(self, version_id: str) -> ResourceVersion | None:
+        async with self._read() as conn:
+            return await self._get_version(conn, version_id)
+
+    async def _pointer_version_id(self, conn: AsyncConnection, name: str, pointer: Pointer) -> str | None:
+        query = sa.select(t.resource_pointers.c.version_id).where(
+            t.resource_pointers.c.name == name, t.resource_pointers.c.pointer == pointer.value
+        )
+        return (await conn.execute(query)).scalar_one_or_none()
+
+    async def get_pointer(self, name: str, pointer: Literal["latest", "approved"]) -> ResourceVersion | None:
+        which = _pointer(pointer)
+        async with self._read() as conn:
+            version_id = await self._pointer_version_id(conn, name, which)
+            return await self._get_version(conn, version_id) if version_id else None
+
+    async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
+        query = sa.select(t.resource_versions).order_by(t.resource_versions.c.seq)
+        if name is not None:
+            query = query.where(t.resource_versions.c.name == name)
+        async with self._read() as conn:
+            return [version_from_row(r) for r in await conn.execute(query)]
+
+    async def move_pointer(
+        self,
+        name: str,
+        pointer: Literal["latest", "approved"],
+        version_id: str,
+        *,
+        actor: str,
+        reason: str = "",
+    ) -> PointerMove:
+        which = _pointer(pointer)
+        if not actor:
+            raise InvalidInputError("actor", "must name who moves the pointer")
+        async with self._write() as conn:
+            version = await self._get_version(conn, version_id)
+            if version is None:
+                raise NotFoundError("resource version", version_id)
+            if version.name != name:
+                raise InvalidInputError(
+                    "version_id", f"version {version_id!r} is of {version.name!r}, not {name!r}"
+                )
+            return await self._move(conn, name, which, version_id, actor, reason)
+
+    async def _move(
+        self, conn: AsyncConnection, name: str, pointer: Pointer, version_id: str, actor: str, reason: str
+    ) -> PointerMove:
+        previous = await self._pointer_version_id(conn, name, pointer)
+        if previous is None:
+            await conn.execute(
+                sa.insert(t.resource_pointers),
+                [{"name": name, "pointer": pointer.value, "version_id": version_id}],
+            )
+        else:
+            await conn.execute(
+                sa.update(t.resource_pointers)
+                .where(t.resource_pointers.c.name == name, t.resource_pointers.c.pointer == pointer.value)
+                .values(version_id=version_id)
+            )
+        move = PointerMove(
+            name=name,
+            pointer=pointer,
+            version_id=version_id,
+            previous_version_id=previous,
+            actor=actor,
+            reason=reason,
+            time=self.now(),
+        )
+        await conn.execute(sa.insert(t.pointer_history), [move.model_dump(mode="json")])
+        return move
+
+    async def query_pointer_history(
+        self, name: str, pointer: Literal["latest", "approved"] | None = None
+    ) -> list[PointerMove]:
+        query = sa.select(t.pointer_history).where(t.pointer_history.c.name == name)
+        if pointer is not None:
+            query = query.where(t.pointer_history.c.pointer == _pointer(pointer).value)
+        async with self._read() as conn:
+            return [
+                pointer_move_from_row(r) for r in await conn.execute(query.order_by(t.pointer_history.c.seq))
+            ]
