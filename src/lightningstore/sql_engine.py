@@ -18,6 +18,13 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
+def _loads(value: Any) -> Any:
+    # SQLite's NUMERIC affinity hands a bare JSON number back as a number, not text.
+    if isinstance(value, int | float):
+        return value
+    return orjson.loads(value)
+
+
 def normalize_url(url: str | Path | None) -> str:
     """Turn a path or a sync URL into the async URL SQLAlchemy needs (aiosqlite / psycopg)."""
     if url is None:
@@ -49,7 +56,7 @@ def create_engine(url: str | Path | None, **kwargs: Any) -> AsyncEngine:
     for transactions opened with the write execution option (so claims are atomic)."""
     full = normalize_url(url)
     is_sqlite = full.startswith("sqlite")
-    options: dict[str, Any] = {"json_serializer": _dumps, "json_deserializer": orjson.loads}
+    options: dict[str, Any] = {"json_serializer": _dumps, "json_deserializer": _loads}
     if is_sqlite:
         options["connect_args"] = {"timeout": 60}
     else:

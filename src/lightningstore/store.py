@@ -151,7 +151,8 @@ class LightningStore(ABC):
         """
 
     async def cancel_rollout(self, rollout_id: str) -> Rollout:
-        """Cancel a rollout that has not finished (IllegalTransitionError if it has)."""
+        """Cancel a rollout that has not finished; cancelling a cancelled rollout returns it unchanged
+        (so a retried call is harmless), one that succeeded or failed raises IllegalTransitionError."""
         return await self.update_rollout(rollout_id, status=RolloutStatus.CANCELLED)
 
     @abstractmethod
@@ -348,3 +349,4 @@ class LightningStore(ABC):
 
     async def close(self) -> None:
         """Release connections; the store must not be used afterwards."""
+        return None
