@@ -9,7 +9,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from lightningstore.sql_engine import WRITE_OPTION, create_engine, normalize_url
+from lightningstore.sql_engine import WRITE_OPTION, create_engine, normalize_url, sync_url
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _PG_MIGRATION_LOCK = 7_402_115_001
@@ -69,17 +69,12 @@ def downgrade(url: str, revision: str = "base") -> None:
 
 
 def current_revision(url: str) -> str | None:
-    """The revision the database is at (None for an empty database)."""
-    import asyncio
-
+    """The revision the database is at (None for an empty database); synchronous."""
     from alembic.runtime.migration import MigrationContext
 
-    async def _current() -> str | None:
-        engine = create_engine(url)
-        try:
-            async with engine.connect() as conn:
-                return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(_current())
+    engine = sa.create_engine(sync_url(normalize_url(url)))
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()

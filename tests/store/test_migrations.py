@@ -1,0 +1,75 @@
+"""Migrations: upgrade/downgrade round trip, and the migrated schema equals the table metadata."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from backends import create_pg_database, drop_pg_database
+from lightningstore import SqlStore, migrate
+from lightningstore.tables import metadata
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path, pg_server):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'm.db'}"
+        return
+    server = pg_server()
+    url = create_pg_database(server)
+    yield url
+    drop_pg_database(server, url)
+
+
+def _sync_engine(url: str) -> sa.Engine:
+    return sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+
+
+def _diff(url: str) -> list:
+    engine = _sync_engine(url)
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        diff = compare_metadata(ctx, metadata)
+    engine.dispose()
+    return diff
+
+
+def _tables(url: str) -> set[str]:
+    engine = _sync_engine(url)
+    names = set(sa.inspect(engine).get_table_names())
+    engine.dispose()
+    return names
+
+
+def test_upgrade_downgrade_upgrade_matches_metadata(db_url: str) -> None:
+    migrate.upgrade(db_url)
+    assert migrate.current_revision(db_url) is not None
+    assert _diff(db_url) == []
+    migrate.downgrade(db_url, "base")
+    assert migrate.current_revision(db_url) is None
+    assert _tables(db_url) <= {"alembic_version"}
+    migrate.upgrade(db_url)
+    assert _diff(db_url) == []
+    assert set(metadata.tables) <= _tables(db_url)
+
+
+def test_cli_upgrade(db_url: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "lightningrl.cli", "db", "upgrade", "--url", db_url], check=True, capture_output=True, text=True
+    ).stdout
+    assert "0001" in out
+    assert _diff(db_url) == []
+
+
+async def test_opening_a_store_on_an_empty_database_upgrades_it(db_url: str) -> None:
+    store = SqlStore(db_url)
+    await store.enqueue_rollout(1)
+    await store.close()
+    assert migrate.current_revision(db_url) is not None
+    assert _diff(db_url) == []
