@@ -7,9 +7,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from lightningstore.sql_engine import WRITE_OPTION, create_engine, normalize_url, sync_url
+from lightningstore.sql_engine import WRITE_OPTION, create_engine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _PG_MIGRATION_LOCK = 7_402_115_001
@@ -24,55 +23,44 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
-def _run(connection: sa.Connection, action: str, revision: str) -> None:
-    if connection.dialect.name == "postgresql":
-        # Two processes opening the same empty database must not both create the tables.
-        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
-    config = alembic_config()
-    config.attributes["connection"] = connection
-    getattr(command, action)(config, revision)
+def _run(engine: sa.Engine, action: str, revision: str) -> None:
+    # Serialised: two processes opening the same empty database must not both create the tables.
+    with engine.connect() as conn:
+        conn = conn.execution_options(**{WRITE_OPTION: True})
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            getattr(command, action)(config, revision)
 
 
-async def upgrade_async(engine: AsyncEngine, revision: str = "head") -> None:
-    """Upgrade the database behind `engine` (serialised: BEGIN IMMEDIATE / an advisory lock)."""
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(**{WRITE_OPTION: True})
-        async with conn.begin():
-            await conn.run_sync(_run, "upgrade", revision)
+def upgrade_engine(engine: sa.Engine, revision: str = "head") -> None:
+    _run(engine, "upgrade", revision)
 
 
-async def downgrade_async(engine: AsyncEngine, revision: str = "base") -> None:
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(**{WRITE_OPTION: True})
-        async with conn.begin():
-            await conn.run_sync(_run, "downgrade", revision)
-
-
-async def _with_engine(url: str, action: str, revision: str) -> None:
+def _with_url(url: str, action: str, revision: str) -> None:
     engine = create_engine(url)
     try:
-        await (upgrade_async if action == "upgrade" else downgrade_async)(engine, revision)
+        _run(engine, action, revision)
     finally:
-        await engine.dispose()
+        engine.dispose()
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    import asyncio
-
-    asyncio.run(_with_engine(normalize_url(url), "upgrade", revision))
+    """Upgrade the database at `url` (a URL or SQLite path) to `revision`."""
+    _with_url(url, "upgrade", revision)
 
 
 def downgrade(url: str, revision: str = "base") -> None:
-    import asyncio
-
-    asyncio.run(_with_engine(normalize_url(url), "downgrade", revision))
+    _with_url(url, "downgrade", revision)
 
 
 def current_revision(url: str) -> str | None:
-    """The revision the database is at (None for an empty database); synchronous."""
+    """The revision the database is at (None for an empty database)."""
     from alembic.runtime.migration import MigrationContext
 
-    engine = sa.create_engine(sync_url(normalize_url(url)))
+    engine = create_engine(url)
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()

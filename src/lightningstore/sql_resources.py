@@ -6,7 +6,6 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from lightningstore import tables as t
 from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
@@ -36,14 +35,16 @@ class SqlResources(SqlBase):
         metadata: dict[str, Any] | None = None,
         version_id: str | None = None,
     ) -> ResourceVersion:
-        async with self._write() as conn:
-            return await self._add_version(
+        def _tx(conn: sa.Connection) -> Any:
+            return self._add_version(
                 conn, name, resource, parent_id, created_by, artifact, metadata, version_id
             )
 
-    async def _add_version(
+        return await self._write(_tx)
+
+    def _add_version(
         self,
-        conn: AsyncConnection,
+        conn: sa.Connection,
         name: str,
         resource: Any,
         parent_id: str | None,
@@ -62,7 +63,7 @@ class SqlResources(SqlBase):
             raise InvalidInputError("resource", str(exc)) from exc
         if version_id is not None:
             row = (
-                await conn.execute(
+                conn.execute(
                     sa.select(t.resource_versions).where(t.resource_versions.c.version_id == version_id)
                 )
             ).first()
@@ -72,7 +73,7 @@ class SqlResources(SqlBase):
                     raise ConflictError(f"resource version {version_id!r} already exists with other content")
                 return stored
         if parent_id is not None:
-            parent = await self._get_version(conn, parent_id)
+            parent = self._get_version(conn, parent_id)
             if parent is None:
                 raise NotFoundError("resource version", parent_id)
             if parent.name != name:
@@ -89,10 +90,10 @@ class SqlResources(SqlBase):
             metadata=metadata or {},
             create_time=self.now(),
         )
-        await conn.execute(sa.insert(t.resource_versions), [version.model_dump(mode="json")])
-        await self._move(conn, name, Pointer.LATEST, version.version_id, created_by, "published")
-        if await self._pointer_version_id(conn, name, Pointer.APPROVED) is None:
-            await self._move(conn, name, Pointer.APPROVED, version.version_id, created_by, "initial baseline")
+        conn.execute(sa.insert(t.resource_versions), [version.model_dump(mode="json")])
+        self._move(conn, name, Pointer.LATEST, version.version_id, created_by, "published")
+        if self._pointer_version_id(conn, name, Pointer.APPROVED) is None:
+            self._move(conn, name, Pointer.APPROVED, version.version_id, created_by, "initial baseline")
         return version
 
     async def add_resources(
@@ -105,22 +106,24 @@ class SqlResources(SqlBase):
         if not resources:
             raise InvalidInputError("resources", "must name at least one resource")
         parents = parents or {}
-        async with self._write() as conn:
+
+        def _tx(conn: sa.Connection) -> Any:
             versions = {
-                name: await self._add_version(
-                    conn, name, res, parents.get(name), created_by, None, None, None
-                )
+                name: self._add_version(conn, name, res, parents.get(name), created_by, None, None, None)
                 for name, res in resources.items()
             }
-            return await self._add_set(conn, versions)
+            return self._add_set(conn, versions)
+
+        return await self._write(_tx)
 
     async def add_resource_set(self, versions: dict[str, str]) -> ResourceSet:
         if not versions:
             raise InvalidInputError("versions", "must name at least one resource version")
-        async with self._write() as conn:
+
+        def _tx(conn: sa.Connection) -> Any:
             resolved: dict[str, ResourceVersion] = {}
             for name, version_id in versions.items():
-                version = await self._get_version(conn, version_id)
+                version = self._get_version(conn, version_id)
                 if version is None:
                     raise NotFoundError("resource version", version_id)
                 if version.name != name:
@@ -128,11 +131,13 @@ class SqlResources(SqlBase):
                         "versions", f"version {version_id!r} is of {version.name!r}, not {name!r}"
                     )
                 resolved[name] = version
-            return await self._add_set(conn, resolved)
+            return self._add_set(conn, resolved)
 
-    async def _add_set(self, conn: AsyncConnection, versions: dict[str, ResourceVersion]) -> ResourceSet:
+        return await self._write(_tx)
+
+    def _add_set(self, conn: sa.Connection, versions: dict[str, ResourceVersion]) -> ResourceSet:
         rs = ResourceSet(resources_id=new_id("rs"), versions=versions, create_time=self.now())
-        await conn.execute(
+        conn.execute(
             sa.insert(t.resource_sets),
             [
                 {
@@ -144,62 +149,70 @@ class SqlResources(SqlBase):
         )
         return rs
 
-    async def _load_set(self, conn: AsyncConnection, row: sa.Row[Any] | None) -> ResourceSet | None:
+    def _load_set(self, conn: sa.Connection, row: sa.Row[Any] | None) -> ResourceSet | None:
         if row is None:
             return None
         versions: dict[str, ResourceVersion] = {}
         for name, version_id in row.versions.items():
-            version = await self._get_version(conn, version_id)
+            version = self._get_version(conn, version_id)
             if version is not None:
                 versions[name] = version
         return ResourceSet(resources_id=row.resources_id, versions=versions, create_time=row.create_time)
 
     async def get_resources_by_id(self, resources_id: str) -> ResourceSet | None:
-        async with self._read() as conn:
+        def _tx(conn: sa.Connection) -> Any:
             row = (
-                await conn.execute(
-                    sa.select(t.resource_sets).where(t.resource_sets.c.resources_id == resources_id)
-                )
+                conn.execute(sa.select(t.resource_sets).where(t.resource_sets.c.resources_id == resources_id))
             ).first()
-            return await self._load_set(conn, row)
+            return self._load_set(conn, row)
+
+        return await self._read(_tx)
 
     async def get_latest_resources(self) -> ResourceSet | None:
-        async with self._read() as conn:
+        def _tx(conn: sa.Connection) -> Any:
             row = (
-                await conn.execute(sa.select(t.resource_sets).order_by(t.resource_sets.c.seq.desc()).limit(1))
+                conn.execute(sa.select(t.resource_sets).order_by(t.resource_sets.c.seq.desc()).limit(1))
             ).first()
-            return await self._load_set(conn, row)
+            return self._load_set(conn, row)
 
-    async def _get_version(self, conn: AsyncConnection, version_id: str) -> ResourceVersion | None:
+        return await self._read(_tx)
+
+    def _get_version(self, conn: sa.Connection, version_id: str) -> ResourceVersion | None:
         row = (
-            await conn.execute(
-                sa.select(t.resource_versions).where(t.resource_versions.c.version_id == version_id)
-            )
+            conn.execute(sa.select(t.resource_versions).where(t.resource_versions.c.version_id == version_id))
         ).first()
         return version_from_row(row) if row is not None else None
 
     async def get_resource_version(self, version_id: str) -> ResourceVersion | None:
-        async with self._read() as conn:
-            return await self._get_version(conn, version_id)
+        def _tx(conn: sa.Connection) -> Any:
+            return self._get_version(conn, version_id)
 
-    async def _pointer_version_id(self, conn: AsyncConnection, name: str, pointer: Pointer) -> str | None:
+        return await self._read(_tx)
+
+    def _pointer_version_id(self, conn: sa.Connection, name: str, pointer: Pointer) -> str | None:
         query = sa.select(t.resource_pointers.c.version_id).where(
             t.resource_pointers.c.name == name, t.resource_pointers.c.pointer == pointer.value
         )
-        return (await conn.execute(query)).scalar_one_or_none()
+        return (conn.execute(query)).scalar_one_or_none()
 
     async def get_pointer(self, name: str, pointer: Literal["latest", "approved"]) -> ResourceVersion | None:
         which = _pointer(pointer)
-        async with self._read() as conn:
-            version_id = await self._pointer_version_id(conn, name, which)
-            return await self._get_version(conn, version_id) if version_id else None
+
+        def _tx(conn: sa.Connection) -> Any:
+            version_id = self._pointer_version_id(conn, name, which)
+            return self._get_version(conn, version_id) if version_id else None
+
+        return await self._read(_tx)
 
     async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
         query = sa.select(t.resource_versions).order_by(t.resource_versions.c.seq)
         if name is not None:
             query = query.where(t.resource_versions.c.name == name)
-        async with self._read() as conn:
-            return [version_from_row(r) for r in await conn.execute(query)]
+
+        def _tx(conn: sa.Connection) -> Any:
+            return [version_from_row(r) for r in conn.execute(query)]
+
+        return await self._read(_tx)
 
     async def move_pointer(
         self,
@@ -213,27 +226,30 @@ class SqlResources(SqlBase):
         which = _pointer(pointer)
         if not actor:
             raise InvalidInputError("actor", "must name who moves the pointer")
-        async with self._write() as conn:
-            version = await self._get_version(conn, version_id)
+
+        def _tx(conn: sa.Connection) -> Any:
+            version = self._get_version(conn, version_id)
             if version is None:
                 raise NotFoundError("resource version", version_id)
             if version.name != name:
                 raise InvalidInputError(
                     "version_id", f"version {version_id!r} is of {version.name!r}, not {name!r}"
                 )
-            return await self._move(conn, name, which, version_id, actor, reason)
+            return self._move(conn, name, which, version_id, actor, reason)
 
-    async def _move(
-        self, conn: AsyncConnection, name: str, pointer: Pointer, version_id: str, actor: str, reason: str
+        return await self._write(_tx)
+
+    def _move(
+        self, conn: sa.Connection, name: str, pointer: Pointer, version_id: str, actor: str, reason: str
     ) -> PointerMove:
-        previous = await self._pointer_version_id(conn, name, pointer)
+        previous = self._pointer_version_id(conn, name, pointer)
         if previous is None:
-            await conn.execute(
+            conn.execute(
                 sa.insert(t.resource_pointers),
                 [{"name": name, "pointer": pointer.value, "version_id": version_id}],
             )
         else:
-            await conn.execute(
+            conn.execute(
                 sa.update(t.resource_pointers)
                 .where(t.resource_pointers.c.name == name, t.resource_pointers.c.pointer == pointer.value)
                 .values(version_id=version_id)
@@ -247,7 +263,7 @@ class SqlResources(SqlBase):
             reason=reason,
             time=self.now(),
         )
-        await conn.execute(sa.insert(t.pointer_history), [move.model_dump(mode="json")])
+        conn.execute(sa.insert(t.pointer_history), [move.model_dump(mode="json")])
         return move
 
     async def query_pointer_history(
@@ -256,7 +272,8 @@ class SqlResources(SqlBase):
         query = sa.select(t.pointer_history).where(t.pointer_history.c.name == name)
         if pointer is not None:
             query = query.where(t.pointer_history.c.pointer == _pointer(pointer).value)
-        async with self._read() as conn:
-            return [
-                pointer_move_from_row(r) for r in await conn.execute(query.order_by(t.pointer_history.c.seq))
-            ]
+
+        def _tx(conn: sa.Connection) -> Any:
+            return [pointer_move_from_row(r) for r in conn.execute(query.order_by(t.pointer_history.c.seq))]
+
+        return await self._read(_tx)

@@ -9,7 +9,6 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from pydantic import ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from lightningstore import tables as t
 from lightningstore.attempt import Attempt, AttemptedRollout
@@ -69,17 +68,18 @@ class SqlStore(SqlResources, LightningStore):
         if not requests:
             return []
         now = self.now()
-        async with self._write() as conn:
-            await self._check_resources_ids(conn, {r.resources_id for r in requests if r.resources_id})
+
+        def _tx(conn: sa.Connection) -> Any:
+            self._check_resources_ids(conn, {r.resources_id for r in requests if r.resources_id})
             given = [r.rollout_id for r in requests if r.rollout_id]
             if len(given) != len(set(given)):
                 raise InvalidInputError("rollout_id", "the same rollout_id appears twice in one request")
             existing: dict[str, Rollout] = {}
             if given:
-                rows = await conn.execute(sa.select(t.rollouts).where(t.rollouts.c.rollout_id.in_(given)))
+                rows = conn.execute(sa.select(t.rollouts).where(t.rollouts.c.rollout_id.in_(given)))
                 existing = {r.rollout_id: r for r in map(rollout_from_row, rows)}
             base_seq = (
-                await conn.execute(sa.select(sa.func.coalesce(sa.func.max(t.rollouts.c.queue_seq), 0)))
+                conn.execute(sa.select(sa.func.coalesce(sa.func.max(t.rollouts.c.queue_seq), 0)))
             ).scalar_one()
             result: list[Rollout] = []
             new_rows: list[dict[str, Any]] = []
@@ -108,16 +108,19 @@ class SqlStore(SqlResources, LightningStore):
                 new_rows.append(row)
                 result.append(rollout)
             if new_rows:
-                await conn.execute(sa.insert(t.rollouts), new_rows)
-        return result
+                conn.execute(sa.insert(t.rollouts), new_rows)
 
-    async def _check_resources_ids(self, conn: AsyncConnection, ids: set[str | None]) -> None:
+            return result
+
+        return await self._write(_tx)
+
+    def _check_resources_ids(self, conn: sa.Connection, ids: set[str | None]) -> None:
         ids = {i for i in ids if i}
         if not ids:
             return
         found = set(
             (
-                await conn.execute(
+                conn.execute(
                     sa.select(t.resource_sets.c.resources_id).where(t.resource_sets.c.resources_id.in_(ids))
                 )
             ).scalars()
@@ -132,7 +135,8 @@ class SqlStore(SqlResources, LightningStore):
         if limit < 1:
             raise InvalidInputError("limit", f"must be at least 1, got {limit}")
         await self._maybe_sweep()
-        async with self._write() as conn:
+
+        def _tx(conn: sa.Connection) -> Any:
             query = (
                 sa.select(t.rollouts)
                 .where(t.rollouts.c.status.in_(WAITING))
@@ -140,12 +144,12 @@ class SqlStore(SqlResources, LightningStore):
                 .limit(limit)
                 .with_for_update(skip_locked=True)
             )
-            rows = list(await conn.execute(query))
-            return [await self._open_attempt(conn, rollout_from_row(row), worker_id) for row in rows]
+            rows = list(conn.execute(query))
+            return [self._open_attempt(conn, rollout_from_row(row), worker_id) for row in rows]
 
-    async def _open_attempt(
-        self, conn: AsyncConnection, rollout: Rollout, worker_id: str | None
-    ) -> AttemptedRollout:
+        return await self._write(_tx)
+
+    def _open_attempt(self, conn: sa.Connection, rollout: Rollout, worker_id: str | None) -> AttemptedRollout:
         """Move a waiting rollout to preparing and open its next attempt (inside a write transaction)."""
         check_rollout_transition(rollout.rollout_id, rollout.status, RolloutStatus.PREPARING)
         if rollout.num_attempts >= rollout.config.max_attempts:
@@ -161,7 +165,7 @@ class SqlStore(SqlResources, LightningStore):
             worker_id=worker_id,
             start_time=now,
         )
-        await conn.execute(sa.insert(t.attempts), [attempt.model_dump(mode="json")])
+        conn.execute(sa.insert(t.attempts), [attempt.model_dump(mode="json")])
         rollout = rollout.model_copy(
             update={
                 "status": RolloutStatus.PREPARING,
@@ -169,7 +173,7 @@ class SqlStore(SqlResources, LightningStore):
                 "start_time": rollout.start_time or now,
             }
         )
-        await conn.execute(
+        conn.execute(
             sa.update(t.rollouts)
             .where(t.rollouts.c.rollout_id == rollout.rollout_id)
             .values(
@@ -180,9 +184,7 @@ class SqlStore(SqlResources, LightningStore):
             )
         )
         if worker_id is not None:
-            await self._touch_worker(
-                conn, worker_id, WorkerStatus.BUSY, rollout.rollout_id, attempt.attempt_id
-            )
+            self._touch_worker(conn, worker_id, WorkerStatus.BUSY, rollout.rollout_id, attempt.attempt_id)
         return AttemptedRollout(rollout=rollout, attempt=attempt)
 
     async def start_rollout(
@@ -211,43 +213,46 @@ class SqlStore(SqlResources, LightningStore):
         return await self.start_attempt(rollout.rollout_id, worker_id=worker_id)
 
     async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
-        async with self._write() as conn:
-            rollout = await self._get_rollout(conn, rollout_id, lock=True)
+        def _tx(conn: sa.Connection) -> Any:
+            rollout = self._get_rollout(conn, rollout_id, lock=True)
             if rollout.status.value not in WAITING:
                 raise IllegalTransitionError(
                     "rollout", rollout_id, rollout.status.value, RolloutStatus.PREPARING.value
                 )
-            return await self._open_attempt(conn, rollout, worker_id)
+            return self._open_attempt(conn, rollout, worker_id)
+
+        return await self._write(_tx)
 
     # ---- progress -----------------------------------------------------------------------------
 
     async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
-        async with self._write() as conn:
-            attempt = await self._get_attempt(conn, rollout_id, attempt_id)
+        def _tx(conn: sa.Connection) -> Any:
+            attempt = self._get_attempt(conn, rollout_id, attempt_id)
             if attempt.status.terminal:
                 raise IllegalTransitionError(
                     "attempt", attempt_id, attempt.status.value, AttemptStatus.RUNNING.value
                 )
-            attempt = await self._mark_alive(conn, attempt)
+            attempt = self._mark_alive(conn, attempt)
             if worker_id is not None:
-                await self._touch_worker(conn, worker_id, WorkerStatus.BUSY, rollout_id, attempt_id)
+                self._touch_worker(conn, worker_id, WorkerStatus.BUSY, rollout_id, attempt_id)
             return attempt
 
-    async def _mark_alive(self, conn: AsyncConnection, attempt: Attempt) -> Attempt:
+        return await self._write(_tx)
+
+    def _mark_alive(self, conn: sa.Connection, attempt: Attempt) -> Attempt:
         """Record liveness; preparing -> running, and revive unresponsive if still current."""
         now = self.now()
         values: dict[str, Any] = {"last_heartbeat_time": now}
         if attempt.status in (AttemptStatus.PREPARING, AttemptStatus.UNRESPONSIVE):
-            rollout = await self._get_rollout(conn, attempt.rollout_id, lock=True)
-            current = await self._current_attempt_id(conn, attempt.rollout_id)
+            rollout, current = self._get_rollout_and_current(conn, attempt.rollout_id)
             live_rollout = rollout.status in (RolloutStatus.PREPARING, RolloutStatus.RUNNING)
             if current == attempt.attempt_id and live_rollout:
                 values["status"] = AttemptStatus.RUNNING.value
                 if rollout.status == RolloutStatus.PREPARING:
-                    await self._set_rollout(conn, rollout, RolloutStatus.RUNNING)
+                    self._set_rollout(conn, rollout, RolloutStatus.RUNNING)
             elif attempt.status == AttemptStatus.PREPARING:
                 values["status"] = AttemptStatus.RUNNING.value
-        await conn.execute(
+        conn.execute(
             sa.update(t.attempts).where(t.attempts.c.attempt_id == attempt.attempt_id).values(**values)
         )
         return attempt.model_copy(
@@ -267,13 +272,15 @@ class SqlStore(SqlResources, LightningStore):
         new_status = _parse(AttemptStatus, status, "status") if status is not UNSET else UNSET
         if metadata is not UNSET and not isinstance(metadata, dict):
             raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
-        async with self._write() as conn:
-            if attempt_id == "latest":
-                latest = await self._latest_attempt(conn, rollout_id)
+
+        def _tx(conn: sa.Connection) -> Any:
+            target_id = attempt_id
+            if target_id == "latest":
+                latest = self._latest_attempt(conn, rollout_id)
                 if latest is None:
                     raise NotFoundError("attempt", f"latest of rollout {rollout_id}")
-                attempt_id = latest.attempt_id
-            attempt = await self._get_attempt(conn, rollout_id, attempt_id)
+                target_id = latest.attempt_id
+            attempt = self._get_attempt(conn, rollout_id, target_id)
             values: dict[str, Any] = {}
             if failure_reason is not UNSET:
                 values["failure_reason"] = failure_reason
@@ -282,16 +289,18 @@ class SqlStore(SqlResources, LightningStore):
             if metadata is not UNSET:
                 values["metadata"] = metadata
             if values:
-                await conn.execute(
-                    sa.update(t.attempts).where(t.attempts.c.attempt_id == attempt_id).values(**values)
+                conn.execute(
+                    sa.update(t.attempts).where(t.attempts.c.attempt_id == target_id).values(**values)
                 )
                 attempt = attempt.model_copy(update=values)
             if new_status is not UNSET and new_status != attempt.status:
-                attempt = await self._finish_attempt(conn, attempt, new_status, attempt.failure_reason)
+                attempt = self._finish_attempt(conn, attempt, new_status, attempt.failure_reason)
             return attempt
 
-    async def _finish_attempt(
-        self, conn: AsyncConnection, attempt: Attempt, status: AttemptStatus, reason: str | None
+        return await self._write(_tx)
+
+    def _finish_attempt(
+        self, conn: sa.Connection, attempt: Attempt, status: AttemptStatus, reason: str | None
     ) -> Attempt:
         """Move an attempt to `status` and carry its rollout along (requeue / fail / succeed)."""
         check_attempt_transition(attempt.attempt_id, attempt.status, status)
@@ -301,20 +310,17 @@ class SqlStore(SqlResources, LightningStore):
             values["end_time"] = now
         if reason is not None:
             values["failure_reason"] = reason
-        rollout = await self._get_rollout(conn, attempt.rollout_id, lock=True)
-        current = await self._current_attempt_id(conn, attempt.rollout_id)
+        rollout, current = self._get_rollout_and_current(conn, attempt.rollout_id)
         if current == attempt.attempt_id and not rollout.status.terminal:
             target = self._rollout_target(rollout, status)
             if target is not None and target != rollout.status:
                 check_rollout_transition(rollout.rollout_id, rollout.status, target)
-                await self._set_rollout(
-                    conn, rollout, target, reason if target == RolloutStatus.FAILED else None
-                )
-        await conn.execute(
+                self._set_rollout(conn, rollout, target, reason if target == RolloutStatus.FAILED else None)
+        conn.execute(
             sa.update(t.attempts).where(t.attempts.c.attempt_id == attempt.attempt_id).values(**values)
         )
         if status.terminal and attempt.worker_id:
-            await self._touch_worker(conn, attempt.worker_id, WorkerStatus.IDLE, None, None)
+            self._touch_worker(conn, attempt.worker_id, WorkerStatus.IDLE, None, None)
         return attempt.model_copy(update={**values, "status": status})
 
     @staticmethod
@@ -331,15 +337,15 @@ class SqlStore(SqlResources, LightningStore):
             return None if status == AttemptStatus.UNRESPONSIVE else RolloutStatus.FAILED
         return None
 
-    async def _set_rollout(
-        self, conn: AsyncConnection, rollout: Rollout, status: RolloutStatus, reason: str | None = None
+    def _set_rollout(
+        self, conn: sa.Connection, rollout: Rollout, status: RolloutStatus, reason: str | None = None
     ) -> Rollout:
         values: dict[str, Any] = {"status": status.value}
         if status.terminal:
             values["end_time"] = self.now()
         if reason is not None:
             values["failure_reason"] = reason
-        await conn.execute(
+        conn.execute(
             sa.update(t.rollouts).where(t.rollouts.c.rollout_id == rollout.rollout_id).values(**values)
         )
         self._notify()
@@ -362,53 +368,49 @@ class SqlStore(SqlResources, LightningStore):
                 raise InvalidInputError("config", str(exc)) from exc
         if metadata is not UNSET and not isinstance(metadata, dict):
             raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
-        async with self._write() as conn:
-            rollout = await self._get_rollout(conn, rollout_id, lock=True)
+
+        def _tx(conn: sa.Connection) -> Any:
+            rollout = self._get_rollout(conn, rollout_id, lock=True)
             values: dict[str, Any] = {}
             if metadata is not UNSET:
                 values["metadata"] = metadata
             if config is not UNSET:
                 values["config"] = config.model_dump(mode="json")
             if resources_id is not UNSET:
-                await self._check_resources_ids(conn, {resources_id})
+                self._check_resources_ids(conn, {resources_id})
                 values["resources_id"] = resources_id
             if values:
-                await conn.execute(
+                conn.execute(
                     sa.update(t.rollouts).where(t.rollouts.c.rollout_id == rollout_id).values(**values)
                 )
-                rollout = await self._get_rollout(conn, rollout_id)
+                rollout = self._get_rollout(conn, rollout_id)
             if new_status is not UNSET and new_status != rollout.status:
                 check_rollout_transition(rollout_id, rollout.status, new_status)
-                await self._close_current_attempt(conn, rollout, new_status)
-                rollout = await self._set_rollout(conn, rollout, new_status)
+                self._close_current_attempt(conn, rollout, new_status)
+                rollout = self._set_rollout(conn, rollout, new_status)
             return rollout
 
-    async def _close_current_attempt(
-        self, conn: AsyncConnection, rollout: Rollout, target: RolloutStatus
-    ) -> None:
+        return await self._write(_tx)
+
+    def _close_current_attempt(self, conn: sa.Connection, rollout: Rollout, target: RolloutStatus) -> None:
         """When a caller moves a rollout to a terminal or requeuing state, end its open attempt."""
         if not (target.terminal or target == RolloutStatus.REQUEUING):
             return
-        current_id = await self._current_attempt_id(conn, rollout.rollout_id)
+        _, current_id = self._get_rollout_and_current(conn, rollout.rollout_id)
         if current_id is None:
             return
-        attempt = await self._get_attempt(conn, rollout.rollout_id, current_id)
+        attempt = self._get_attempt(conn, rollout.rollout_id, current_id)
         if attempt.status.terminal:
             return
         status = AttemptStatus.SUCCEEDED if target == RolloutStatus.SUCCEEDED else AttemptStatus.FAILED
         reason = None if status == AttemptStatus.SUCCEEDED else f"rollout moved to {target.value}"
-        await conn.execute(
+        conn.execute(
             sa.update(t.attempts)
             .where(t.attempts.c.attempt_id == current_id)
             .values(status=status.value, end_time=self.now(), failure_reason=reason)
         )
 
     # ---- waiting and the watchdog --------------------------------------------------------------
-
-    def _notify(self) -> None:
-        event = getattr(self, "_changed", None)
-        if event is not None:
-            event.set()
 
     async def wait_for_rollouts(
         self, rollout_ids: Sequence[str], *, timeout: float | None = None
@@ -418,11 +420,21 @@ class SqlStore(SqlResources, LightningStore):
         ids = list(rollout_ids)
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        if not hasattr(self, "_changed"):
-            self._changed = asyncio.Event()
+        changed = asyncio.Event()
+        waiter = (loop, changed)
+        self._waiters.add(waiter)
+        try:
+            return await self._wait_loop(ids, changed, deadline)
+        finally:
+            self._waiters.discard(waiter)
+
+    async def _wait_loop(
+        self, ids: list[str], changed: asyncio.Event, deadline: float | None
+    ) -> list[Rollout]:
+        loop = asyncio.get_running_loop()
         delay = 0.01
         while True:
-            self._changed.clear()
+            changed.clear()
             rollouts = await self.query_rollouts(rollout_ids=ids)
             found = {r.rollout_id: r for r in rollouts}
             missing = [i for i in ids if i not in found]
@@ -435,7 +447,7 @@ class SqlStore(SqlResources, LightningStore):
             wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
             try:
                 # Wake early on an in-process change; poll for changes made by other processes.
-                await asyncio.wait_for(self._changed.wait(), timeout=wait)
+                await asyncio.wait_for(changed.wait(), timeout=wait)
             except TimeoutError:
                 pass
             delay = min(delay * 1.5, 0.5)
@@ -448,46 +460,36 @@ class SqlStore(SqlResources, LightningStore):
 
     async def sweep_stale_attempts(self, now: float | None = None) -> list[Attempt]:
         now = self.now() if now is None else now
-        async with self._read() as conn:
-            rows = list(
-                await conn.execute(
-                    sa.select(t.attempts, t.rollouts.c.config.label("rollout_config"))
-                    .join(t.rollouts, t.rollouts.c.rollout_id == t.attempts.c.rollout_id)
-                    .where(t.attempts.c.status.in_(OPEN_ATTEMPT))
-                )
-            )
-        stale: list[tuple[Attempt, AttemptStatus, str]] = []
-        for row in rows:
+        return await self._write(lambda conn: self._sweep(conn, now))
+
+    def _sweep(self, conn: sa.Connection, now: float) -> list[Attempt]:
+        rows = conn.execute(
+            sa.select(t.attempts, t.rollouts.c.config.label("rollout_config"))
+            .join(t.rollouts, t.rollouts.c.rollout_id == t.attempts.c.rollout_id)
+            .where(t.attempts.c.status.in_(OPEN_ATTEMPT))
+        )
+        changed: list[Attempt] = []
+        for row in list(rows):
             m = dict(row._mapping)
             config = RolloutConfig.model_validate(m.pop("rollout_config"))
             attempt = Attempt.model_validate(m)
             if config.timeout_seconds is not None and now - attempt.start_time > config.timeout_seconds:
-                stale.append(
-                    (attempt, AttemptStatus.TIMEOUT, f"attempt exceeded timeout of {config.timeout_seconds}s")
+                status, reason = (
+                    AttemptStatus.TIMEOUT,
+                    f"attempt exceeded timeout of {config.timeout_seconds}s",
                 )
             elif (
                 config.unresponsive_seconds is not None
                 and attempt.status != AttemptStatus.UNRESPONSIVE
                 and now - (attempt.last_heartbeat_time or attempt.start_time) > config.unresponsive_seconds
             ):
-                stale.append(
-                    (
-                        attempt,
-                        AttemptStatus.UNRESPONSIVE,
-                        f"no span or heartbeat for {config.unresponsive_seconds}s",
-                    )
+                status, reason = (
+                    AttemptStatus.UNRESPONSIVE,
+                    f"no span or heartbeat for {config.unresponsive_seconds}s",
                 )
-        changed: list[Attempt] = []
-        for attempt, status, reason in stale:
-            async with self._write() as conn:
-                fresh = await self._get_attempt(conn, attempt.rollout_id, attempt.attempt_id)
-                if fresh.status.value not in OPEN_ATTEMPT or fresh.status == status:
-                    continue  # someone else moved it meanwhile
-                if status == AttemptStatus.UNRESPONSIVE and (fresh.last_heartbeat_time or 0) > (
-                    attempt.last_heartbeat_time or 0
-                ):
-                    continue
-                changed.append(await self._finish_attempt(conn, fresh, status, reason))
+            else:
+                continue
+            changed.append(self._finish_attempt(conn, attempt, status, reason))
         return changed
 
     # ---- spans and rewards ------------------------------------------------------------------------
@@ -499,9 +501,10 @@ class SqlStore(SqlResources, LightningStore):
         unique: dict[tuple[str, str], SpanIn] = {}
         for span in spans:
             unique.setdefault((span.attempt_id, span.span_id), span)
-        async with self._write() as conn:
+
+        def _tx(conn: sa.Connection) -> Any:
             attempt_ids = {s.attempt_id for s in unique.values()}
-            rows = await conn.execute(sa.select(t.attempts).where(t.attempts.c.attempt_id.in_(attempt_ids)))
+            rows = conn.execute(sa.select(t.attempts).where(t.attempts.c.attempt_id.in_(attempt_ids)))
             attempts = {a.attempt_id: a for a in map(attempt_from_row, rows)}
             for span in unique.values():
                 attempt = attempts.get(span.attempt_id)
@@ -513,25 +516,36 @@ class SqlStore(SqlResources, LightningStore):
                         f"attempt {span.attempt_id!r} belongs to rollout {attempt.rollout_id!r}, not {span.rollout_id!r}",
                     )
             insert = postgresql.insert(t.spans) if self.dialect == "postgresql" else sqlite.insert(t.spans)
-            await conn.execute(
-                insert.on_conflict_do_nothing(index_elements=["attempt_id", "span_id"]),
+            rows = conn.execute(
+                insert.on_conflict_do_nothing(index_elements=["attempt_id", "span_id"]).returning(
+                    t.spans.c.attempt_id, t.spans.c.span_id, t.spans.c.sequence_id
+                ),
                 [s.model_dump(mode="json") for s in unique.values()],
             )
-            stored = await self._select_spans(conn, list(unique))
+            stored = {
+                (r.attempt_id, r.span_id): Span(
+                    **unique[(r.attempt_id, r.span_id)].model_dump(), sequence_id=r.sequence_id
+                )
+                for r in rows
+            }
+            repeats = [key for key in unique if key not in stored]
+            if repeats:  # a repeat returns the stored copy, not the one sent again
+                stored.update(self._select_spans(conn, repeats))
             for attempt in attempts.values():
                 if not attempt.status.terminal:
-                    await self._mark_alive(conn, attempt)
+                    self._mark_alive(conn, attempt)
+            return stored
+
+        stored = await self._write(_tx)
         return [stored[(s.attempt_id, s.span_id)] for s in spans]
 
-    async def _select_spans(
-        self, conn: AsyncConnection, keys: list[tuple[str, str]]
-    ) -> dict[tuple[str, str], Span]:
+    def _select_spans(self, conn: sa.Connection, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Span]:
         result: dict[tuple[str, str], Span] = {}
         by_attempt: dict[str, list[str]] = {}
         for attempt_id, span_id in keys:
             by_attempt.setdefault(attempt_id, []).append(span_id)
         for attempt_id, span_ids in by_attempt.items():
-            rows = await conn.execute(
+            rows = conn.execute(
                 sa.select(t.spans).where(t.spans.c.attempt_id == attempt_id, t.spans.c.span_id.in_(span_ids))
             )
             for span in map(span_from_row, rows):
@@ -540,13 +554,14 @@ class SqlStore(SqlResources, LightningStore):
 
     async def add_reward(self, reward: RewardIn) -> Reward:
         reward = reward if isinstance(reward, RewardIn) else RewardIn.model_validate(reward)
-        async with self._write() as conn:
-            await self._get_rollout(conn, reward.rollout_id)
+
+        def _tx(conn: sa.Connection) -> Any:
+            self._get_rollout(conn, reward.rollout_id)
             if reward.attempt_id is not None:
-                await self._get_attempt(conn, reward.rollout_id, reward.attempt_id)
+                self._get_attempt(conn, reward.rollout_id, reward.attempt_id)
             if reward.reward_id is not None:
                 row = (
-                    await conn.execute(sa.select(t.rewards).where(t.rewards.c.reward_id == reward.reward_id))
+                    conn.execute(sa.select(t.rewards).where(t.rewards.c.reward_id == reward.reward_id))
                 ).first()
                 if row is not None:
                     stored = reward_from_row(row)
@@ -557,26 +572,32 @@ class SqlStore(SqlResources, LightningStore):
                 **{**reward.model_dump(), "reward_id": reward.reward_id or new_id("rw")},
                 create_time=self.now(),
             )
-            await conn.execute(sa.insert(t.rewards), [stored.model_dump(mode="json")])
+            conn.execute(sa.insert(t.rewards), [stored.model_dump(mode="json")])
             return stored
+
+        return await self._write(_tx)
 
     # ---- queries ----------------------------------------------------------------------------------
 
-    async def _get_rollout(self, conn: AsyncConnection, rollout_id: str, *, lock: bool = False) -> Rollout:
+    def _get_rollout(self, conn: sa.Connection, rollout_id: str, *, lock: bool = False) -> Rollout:
         query = sa.select(t.rollouts).where(t.rollouts.c.rollout_id == rollout_id)
         if lock:
             query = query.with_for_update()
-        row = (await conn.execute(query)).first()
+        row = (conn.execute(query)).first()
         if row is None:
             raise NotFoundError("rollout", rollout_id)
         return rollout_from_row(row)
 
-    async def _current_attempt_id(self, conn: AsyncConnection, rollout_id: str) -> str | None:
-        query = sa.select(t.rollouts.c.current_attempt_id).where(t.rollouts.c.rollout_id == rollout_id)
-        return (await conn.execute(query)).scalar_one_or_none()
+    def _get_rollout_and_current(self, conn: sa.Connection, rollout_id: str) -> tuple[Rollout, str | None]:
+        """The rollout (row-locked) and the id of its current attempt."""
+        query = sa.select(t.rollouts).where(t.rollouts.c.rollout_id == rollout_id).with_for_update()
+        row = (conn.execute(query)).first()
+        if row is None:
+            raise NotFoundError("rollout", rollout_id)
+        return rollout_from_row(row), row.current_attempt_id
 
-    async def _get_attempt(self, conn: AsyncConnection, rollout_id: str, attempt_id: str) -> Attempt:
-        row = (await conn.execute(sa.select(t.attempts).where(t.attempts.c.attempt_id == attempt_id))).first()
+    def _get_attempt(self, conn: sa.Connection, rollout_id: str, attempt_id: str) -> Attempt:
+        row = (conn.execute(sa.select(t.attempts).where(t.attempts.c.attempt_id == attempt_id))).first()
         if row is None:
             raise NotFoundError("attempt", attempt_id)
         attempt = attempt_from_row(row)
@@ -584,9 +605,9 @@ class SqlStore(SqlResources, LightningStore):
             raise NotFoundError("attempt", f"{attempt_id} of rollout {rollout_id}")
         return attempt
 
-    async def _latest_attempt(self, conn: AsyncConnection, rollout_id: str) -> Attempt | None:
+    def _latest_attempt(self, conn: sa.Connection, rollout_id: str) -> Attempt | None:
         row = (
-            await conn.execute(
+            conn.execute(
                 sa.select(t.attempts)
                 .where(t.attempts.c.rollout_id == rollout_id)
                 .order_by(t.attempts.c.sequence_id.desc())
@@ -596,11 +617,13 @@ class SqlStore(SqlResources, LightningStore):
         return attempt_from_row(row) if row is not None else None
 
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
-        async with self._read() as conn:
+        def _tx(conn: sa.Connection) -> Any:
             try:
-                return await self._get_rollout(conn, rollout_id)
+                return self._get_rollout(conn, rollout_id)
             except NotFoundError:
                 return None
+
+        return await self._read(_tx)
 
     async def query_rollouts(
         self,
@@ -642,22 +665,29 @@ class SqlStore(SqlResources, LightningStore):
         query = query.offset(offset)
         if limit is not None:
             query = query.limit(limit)
-        async with self._read() as conn:
-            return [rollout_from_row(r) for r in await conn.execute(query)]
+
+        def _tx(conn: sa.Connection) -> Any:
+            return [rollout_from_row(r) for r in conn.execute(query)]
+
+        return await self._read(_tx)
 
     async def query_attempts(self, rollout_id: str) -> list[Attempt]:
-        async with self._read() as conn:
-            await self._get_rollout(conn, rollout_id)
-            rows = await conn.execute(
+        def _tx(conn: sa.Connection) -> Any:
+            self._get_rollout(conn, rollout_id)
+            rows = conn.execute(
                 sa.select(t.attempts)
                 .where(t.attempts.c.rollout_id == rollout_id)
                 .order_by(t.attempts.c.sequence_id)
             )
             return [attempt_from_row(r) for r in rows]
 
+        return await self._read(_tx)
+
     async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
-        async with self._read() as conn:
-            return await self._latest_attempt(conn, rollout_id)
+        def _tx(conn: sa.Connection) -> Any:
+            return self._latest_attempt(conn, rollout_id)
+
+        return await self._read(_tx)
 
     async def query_spans(
         self,
@@ -670,10 +700,11 @@ class SqlStore(SqlResources, LightningStore):
     ) -> list[Span]:
         if limit is not None and limit < 0:
             raise InvalidInputError("limit", f"must be >= 0, got {limit}")
-        async with self._read() as conn:
+
+        def _tx(conn: sa.Connection) -> Any:
             query = sa.select(t.spans).where(t.spans.c.rollout_id == rollout_id)
             if attempt_id == "latest":
-                latest = await self._latest_attempt(conn, rollout_id)
+                latest = self._latest_attempt(conn, rollout_id)
                 if latest is None:
                     return []
                 query = query.where(t.spans.c.attempt_id == latest.attempt_id)
@@ -686,20 +717,25 @@ class SqlStore(SqlResources, LightningStore):
             query = query.order_by(t.spans.c.sequence_id)
             if limit is not None:
                 query = query.limit(limit)
-            return [span_from_row(r) for r in await conn.execute(query)]
+            return [span_from_row(r) for r in conn.execute(query)]
+
+        return await self._read(_tx)
 
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
         query = sa.select(t.rewards).where(t.rewards.c.rollout_id == rollout_id)
         if name is not None:
             query = query.where(t.rewards.c.name == name)
-        async with self._read() as conn:
-            return [reward_from_row(r) for r in await conn.execute(query.order_by(t.rewards.c.seq))]
+
+        def _tx(conn: sa.Connection) -> Any:
+            return [reward_from_row(r) for r in conn.execute(query.order_by(t.rewards.c.seq))]
+
+        return await self._read(_tx)
 
     # ---- workers and statistics ------------------------------------------------------------------
 
-    async def _touch_worker(
+    def _touch_worker(
         self,
-        conn: AsyncConnection,
+        conn: sa.Connection,
         worker_id: str,
         status: WorkerStatus,
         rollout_id: str | None,
@@ -712,7 +748,7 @@ class SqlStore(SqlResources, LightningStore):
             "current_attempt_id": attempt_id,
         }
         insert = postgresql.insert(t.workers) if self.dialect == "postgresql" else sqlite.insert(t.workers)
-        await conn.execute(
+        conn.execute(
             insert.values(worker_id=worker_id, metadata={}, **values).on_conflict_do_update(
                 index_elements=["worker_id"], set_=values
             )
@@ -728,8 +764,9 @@ class SqlStore(SqlResources, LightningStore):
         if not worker_id:
             raise InvalidInputError("worker_id", "must not be empty")
         new_status = _parse(WorkerStatus, status, "status") if status is not UNSET else UNSET
-        async with self._write() as conn:
-            row = (await conn.execute(sa.select(t.workers).where(t.workers.c.worker_id == worker_id))).first()
+
+        def _tx(conn: sa.Connection) -> Any:
+            row = (conn.execute(sa.select(t.workers).where(t.workers.c.worker_id == worker_id))).first()
             worker = worker_from_row(row) if row is not None else Worker(worker_id=worker_id)
             update: dict[str, Any] = {"last_heartbeat_time": self.now()}
             if new_status is not UNSET:
@@ -739,39 +776,42 @@ class SqlStore(SqlResources, LightningStore):
             worker = worker.model_copy(update=update)
             data = worker.model_dump(mode="json")
             if row is None:
-                await conn.execute(sa.insert(t.workers), [data])
+                conn.execute(sa.insert(t.workers), [data])
             else:
-                await conn.execute(
-                    sa.update(t.workers).where(t.workers.c.worker_id == worker_id).values(**data)
-                )
+                conn.execute(sa.update(t.workers).where(t.workers.c.worker_id == worker_id).values(**data))
             return worker
 
+        return await self._write(_tx)
+
     async def query_workers(self) -> list[Worker]:
-        async with self._read() as conn:
+        def _tx(conn: sa.Connection) -> Any:
             return [
-                worker_from_row(r)
-                for r in await conn.execute(sa.select(t.workers).order_by(t.workers.c.worker_id))
+                worker_from_row(r) for r in conn.execute(sa.select(t.workers).order_by(t.workers.c.worker_id))
             ]
 
+        return await self._read(_tx)
+
     async def statistics(self) -> StoreStatistics:
-        async with self._read() as conn:
+        def _tx(conn: sa.Connection) -> Any:
 
-            async def count(table: sa.Table) -> int:
-                return (await conn.execute(sa.select(sa.func.count()).select_from(table))).scalar_one()
+            def count(table: sa.Table) -> int:
+                return (conn.execute(sa.select(sa.func.count()).select_from(table))).scalar_one()
 
-            async def by_status(table: sa.Table) -> dict[str, int]:
-                rows = await conn.execute(sa.select(table.c.status, sa.func.count()).group_by(table.c.status))
+            def by_status(table: sa.Table) -> dict[str, int]:
+                rows = conn.execute(sa.select(table.c.status, sa.func.count()).group_by(table.c.status))
                 return {status: n for status, n in rows}
 
-            rollouts_by_status = await by_status(t.rollouts)
-            attempts_by_status = await by_status(t.attempts)
+            rollouts_by_status = by_status(t.rollouts)
+            attempts_by_status = by_status(t.attempts)
             return StoreStatistics(
                 rollouts_by_status=rollouts_by_status,
                 attempts_by_status=attempts_by_status,
                 total_rollouts=sum(rollouts_by_status.values()),
                 total_attempts=sum(attempts_by_status.values()),
-                total_spans=await count(t.spans),
-                total_rewards=await count(t.rewards),
-                total_workers=await count(t.workers),
-                total_resource_versions=await count(t.resource_versions),
+                total_spans=count(t.spans),
+                total_rewards=count(t.rewards),
+                total_workers=count(t.workers),
+                total_resource_versions=count(t.resource_versions),
             )
+
+        return await self._read(_tx)

@@ -1,0 +1,72 @@
+"""`create_app(store, ...)`: the FastAPI application serving a LightningStore over JSON REST and OTLP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from lightningstore.server.body_limit import BodyLimitMiddleware
+from lightningstore.server.error_handlers import install_error_handlers
+from lightningstore.server.raw_path import RawPathMiddleware
+from lightningstore.server.routes import attempts, otlp, resources, rollouts, system, telemetry
+from lightningstore.server.schemas import ErrorBody
+from lightningstore.server.tokens import TokenConfig
+from lightningstore.server.watchdog import run_watchdog
+from lightningstore.store import LightningStore
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422)
+}
+
+
+def create_app(
+    store: LightningStore,
+    *,
+    tokens: TokenConfig | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    sweep_interval: float | None = 1.0,
+    close_store: bool = False,
+) -> FastAPI:
+    """The store's HTTP API. No tokens (or an empty TokenConfig) = dev mode: every caller is admin.
+
+    `sweep_interval` seconds between watchdog sweeps (None: no background watchdog);
+    `close_store` closes the store when the app shuts down.
+    """
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        ensure_schema = getattr(store, "ensure_schema", None)
+        if ensure_schema is not None:
+            await ensure_schema()
+        watchdog = asyncio.create_task(run_watchdog(store, sweep_interval)) if sweep_interval else None
+        try:
+            yield
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watchdog
+            if close_store:
+                await store.close()
+
+    app = FastAPI(
+        title="LightningStore",
+        version="1",
+        description="Rollouts, attempts, spans, rewards and resources of LightningRL over JSON REST.",
+        lifespan=lifespan,
+        responses=ERROR_RESPONSES,
+    )
+    app.state.store = store
+    app.state.tokens = tokens or TokenConfig()
+    app.state.max_body_bytes = max_body_bytes
+    for module in (system, rollouts, attempts, telemetry, resources, otlp):
+        app.include_router(module.router)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
+    app.add_middleware(RawPathMiddleware)
+    return app

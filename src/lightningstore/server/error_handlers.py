@@ -1,0 +1,100 @@
+"""Every failure becomes a JSON ErrorBody with a 4xx status and a reason; the client maps `code` back."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+import sqlalchemy.exc
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lightningstore.errors import StoreError
+
+log = logging.getLogger("lightningstore.server")
+
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_input",
+}
+ERROR_ATTRIBUTES = ("field", "kind", "ident", "current", "new")
+
+
+def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> Response:
+    body = {"code": code, "message": message, "details": details or {}}
+    headers = {"www-authenticate": "Bearer"} if status == 401 else None
+    return Response(
+        orjson.dumps(body, default=str), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def _store_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StoreError)
+    details = {name: getattr(exc, name) for name in ERROR_ATTRIBUTES if hasattr(exc, name)}
+    return error_response(exc.http_status, exc.code, str(exc), details)
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def _validation_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    if errors and errors[0].get("type") == "json_invalid":
+        error = errors[0]
+        reason = (error.get("ctx") or {}).get("error", error["msg"])
+        where = error["loc"][-1] if len(error["loc"]) > 1 else "?"
+        return error_response(400, "bad_request", f"malformed JSON body at position {where}: {reason}")
+    reasons = []
+    for err in errors[:5]:
+        given = err.get("input")
+        shown = repr(given)[:100] if err.get("type") != "missing" else None
+        reasons.append(f"{_field_of(tuple(err['loc']))}: {err['msg']}" + (f" (got {shown})" if shown else ""))
+    field = _field_of(tuple(errors[0]["loc"])).split(".")[0] if errors else "body"
+    return error_response(422, "invalid_input", "; ".join(reasons) or "invalid request", {"field": field})
+
+
+def _http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    code = HTTP_CODES.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail))
+
+
+def _bad_value(_: Request, exc: Exception) -> Response:
+    # The database refused a value (NUL in PostgreSQL text, an integer too large, JSON nested too deep).
+    reason = getattr(exc, "orig", None) or exc
+    return error_response(422, "invalid_input", f"value refused by the database: {reason}", {"field": "body"})
+
+
+def _database_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, sqlalchemy.exc.DataError) or not isinstance(exc, sqlalchemy.exc.DBAPIError):
+        return _bad_value(request, exc)
+    # Locked, disconnected or restarting database: worth a retry, so 503 rather than a 4xx.
+    log.warning("database error in %s %s: %s", request.method, request.url.path, exc)
+    return error_response(503, "store_error", f"database unavailable: {type(exc.orig).__name__}")
+
+
+def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error in %s %s", request.method, request.url.path)
+    return error_response(500, "store_error", f"internal error: {type(exc).__name__}")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(sqlalchemy.exc.StatementError, _database_error)
+    app.add_exception_handler(OverflowError, _bad_value)
+    app.add_exception_handler(Exception, _unexpected)

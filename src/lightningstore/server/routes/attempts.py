@@ -1,0 +1,72 @@
+"""Attempt routes: manual claim, heartbeat, update, list, latest, and minting agent keys."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.errors import ConflictError, NotFoundError
+from lightningstore.server.agent_key import agent_key
+from lightningstore.server.auth import CallerDep
+from lightningstore.server.deps import StoreDep
+from lightningstore.server.schemas import AgentKey, UpdateAttemptBody, WorkerRef
+from lightningstore.server.tokens import Permission
+
+router = APIRouter(prefix="/v1/rollouts/{rollout_id:id}/attempts", tags=["attempts"])
+
+
+@router.post("")
+async def start_attempt(
+    store: StoreDep, caller: CallerDep, rollout_id: str, body: WorkerRef
+) -> AttemptedRollout:
+    """Open a new attempt of a waiting rollout (a manual claim)."""
+    caller.require(Permission.CLAIM)
+    return await store.start_attempt(rollout_id, worker_id=body.worker_id)
+
+
+@router.get("")
+async def query_attempts(store: StoreDep, caller: CallerDep, rollout_id: str) -> list[Attempt]:
+    """All attempts of a rollout, oldest first."""
+    caller.require(Permission.READ_RUNTIME)
+    return await store.query_attempts(rollout_id)
+
+
+@router.get("/latest")
+async def get_latest_attempt(store: StoreDep, caller: CallerDep, rollout_id: str) -> Attempt | None:
+    """The rollout's most recent attempt, or null."""
+    caller.require(Permission.READ_RUNTIME)
+    return await store.get_latest_attempt(rollout_id)
+
+
+@router.post("/{attempt_id:id}/heartbeat")
+async def heartbeat(
+    store: StoreDep, caller: CallerDep, rollout_id: str, attempt_id: str, body: WorkerRef
+) -> Attempt:
+    """Record that the attempt is alive."""
+    caller.require(Permission.CLAIM)
+    return await store.heartbeat(rollout_id, attempt_id, worker_id=body.worker_id)
+
+
+@router.patch("/{attempt_id:id}")
+async def update_attempt(
+    store: StoreDep, caller: CallerDep, rollout_id: str, attempt_id: str, body: UpdateAttemptBody
+) -> Attempt:
+    """Change the fields present in the body; `attempt_id` may be `latest`."""
+    caller.require(Permission.CLAIM)
+    fields = {k: getattr(body, k) for k in body.model_fields_set}
+    return await store.update_attempt(rollout_id, attempt_id, **fields)
+
+
+@router.post("/{attempt_id:id}/agent-key")
+async def mint_agent_key(
+    request: Request, store: StoreDep, caller: CallerDep, rollout_id: str, attempt_id: str
+) -> AgentKey:
+    """The key that lets an agent write spans and rewards of this attempt only."""
+    caller.require(Permission.CLAIM)
+    secret = request.app.state.tokens.agent_secret
+    if not secret:
+        raise ConflictError("the server has no agent secret configured (LIGHTNINGRL_AGENT_SECRET)")
+    attempts = await store.query_attempts(rollout_id)
+    if attempt_id not in {a.attempt_id for a in attempts}:
+        raise NotFoundError("attempt", f"{attempt_id} of rollout {rollout_id}")
+    return AgentKey(agent_key=agent_key(secret, rollout_id, attempt_id))

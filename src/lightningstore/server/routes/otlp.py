@@ -1,0 +1,43 @@
+"""OTLP/HTTP trace ingest: `POST /v1/traces` in protobuf or JSON; spans land on their attempts."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from starlette.exceptions import HTTPException
+
+from lightningstore.server import otlp
+from lightningstore.server.auth import CallerDep
+from lightningstore.server.deps import StoreDep
+from lightningstore.server.schemas import OtlpAccepted
+
+router = APIRouter(tags=["otlp"])
+
+REQUEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            otlp.PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+            otlp.JSON: {"schema": {"type": "object", "description": "OTLP JSON ExportTraceServiceRequest"}},
+        },
+    }
+}
+
+
+@router.post(
+    "/v1/traces",
+    response_model=OtlpAccepted,
+    openapi_extra=REQUEST_BODY,
+    responses={200: {"content": {otlp.PROTOBUF: {}}}},
+)
+async def export_traces(request: Request, store: StoreDep, caller: CallerDep) -> Response:
+    """Store every span of an OTLP export (all or none); each must carry lightningrl rollout/attempt ids."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type not in (otlp.PROTOBUF, otlp.JSON):
+        raise HTTPException(415, f"content-type must be {otlp.PROTOBUF} or {otlp.JSON}, got {content_type!r}")
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    body = otlp.decompress(await request.body(), encoding, request.app.state.max_body_bytes)
+    spans = otlp.to_spans(otlp.decode_request(body, content_type))
+    for span in spans:
+        caller.require_attempt(span.rollout_id, span.attempt_id)
+    await store.add_many_spans(spans)
+    return Response(otlp.response_body(content_type), media_type=content_type)

@@ -1,0 +1,62 @@
+"""Span and reward routes: idempotent writes (per attempt for agent keys) and ordered reads."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query
+
+from lightningstore.reward import Reward, RewardIn
+from lightningstore.server.auth import CallerDep
+from lightningstore.server.deps import StoreDep
+from lightningstore.server.schemas import MAX_INT
+from lightningstore.server.tokens import Permission, Role
+from lightningstore.span import Span, SpanIn
+
+router = APIRouter(tags=["telemetry"])
+
+
+@router.post("/v1/spans")
+async def add_spans(
+    store: StoreDep, caller: CallerDep, spans: list[SpanIn] = Body(max_length=100_000)
+) -> list[Span]:
+    """Store spans in one transaction, idempotent on (attempt_id, span_id)."""
+    for span in spans:
+        caller.require_attempt(span.rollout_id, span.attempt_id)
+    return await store.add_many_spans(spans)
+
+
+@router.post("/v1/rewards")
+async def add_reward(store: StoreDep, caller: CallerDep, reward: RewardIn) -> Reward:
+    """Attach a named reward to a rollout; idempotent on `reward_id`."""
+    if caller.role == Role.AGENT and reward.attempt_id is None:
+        # An agent key speaks for one attempt: its rewards belong to that attempt.
+        reward = reward.model_copy(update={"attempt_id": caller.attempt_id})
+    caller.require_attempt(reward.rollout_id, reward.attempt_id)
+    return await store.add_reward(reward)
+
+
+@router.get("/v1/rollouts/{rollout_id:id}/spans")
+async def query_spans(
+    store: StoreDep,
+    caller: CallerDep,
+    rollout_id: str,
+    attempt_id: str | None = None,
+    name: str | None = None,
+    after_sequence_id: Annotated[int | None, Query(ge=-MAX_INT, le=MAX_INT)] = None,
+    limit: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
+) -> list[Span]:
+    """Spans of a rollout in `sequence_id` order; `attempt_id=latest` for the latest attempt's."""
+    caller.require(Permission.READ)
+    return await store.query_spans(
+        rollout_id, attempt_id, name=name, after_sequence_id=after_sequence_id, limit=limit
+    )
+
+
+@router.get("/v1/rollouts/{rollout_id:id}/rewards")
+async def query_rewards(
+    store: StoreDep, caller: CallerDep, rollout_id: str, name: str | None = None
+) -> list[Reward]:
+    """Rewards of a rollout in the order they were added."""
+    caller.require(Permission.READ)
+    return await store.query_rewards(rollout_id, name=name)

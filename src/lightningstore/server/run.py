@@ -1,0 +1,119 @@
+"""Run the store server with uvicorn: `serve(...)`, its command-line options, and `main`."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+
+from lightningstore.server.app import DEFAULT_MAX_BODY_BYTES, create_app
+from lightningstore.server.tokens import TokenConfig
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_tokens(tokens_file: str | None, environ: dict[str, str] | None = None) -> TokenConfig:
+    """Tokens from the environment (LIGHTNINGRL_*_TOKEN, LIGHTNINGRL_AGENT_SECRET) plus `tokens_file`."""
+    tokens = TokenConfig.from_env(environ)
+    if tokens_file:
+        tokens = tokens.merged(TokenConfig.from_file(tokens_file))
+    return tokens
+
+
+def serve(
+    db: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 4747,
+    tokens: TokenConfig | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    sweep_interval: float | None = 1.0,
+    log_level: str = "warning",
+) -> None:
+    """Serve a SqlStore on `db` until interrupted; refuses a non-loopback host without tokens."""
+    import uvicorn
+
+    from lightningstore.sql_store import SqlStore
+
+    tokens = tokens or TokenConfig()
+    if not tokens.enabled and not is_loopback(host):
+        raise SystemExit(
+            f"refusing to serve on non-loopback host {host!r} without tokens: set LIGHTNINGRL_ADMIN_TOKEN "
+            "(and the other role tokens) or pass --tokens-file"
+        )
+    app = create_app(
+        SqlStore(db),
+        tokens=tokens,
+        max_body_bytes=max_body_bytes,
+        sweep_interval=sweep_interval,
+        close_store=True,
+    )
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=log_level,
+        timeout_keep_alive=30,
+        backlog=4096,
+    )
+    uvicorn.Server(config).run()
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("LIGHTNINGRL_DB", "lightningrl.db"),
+        help="database URL or SQLite file path (default: $LIGHTNINGRL_DB or lightningrl.db)",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=4747)
+    parser.add_argument(
+        "--tokens-file",
+        help="JSON {role: token | [tokens], agent_secret: str}; "
+        "adds to LIGHTNINGRL_{ADMIN,ALGORITHM,RUNNER,APPROVER}_TOKEN / LIGHTNINGRL_AGENT_SECRET",
+    )
+    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    parser.add_argument(
+        "--sweep-interval", type=float, default=1.0, help="seconds between watchdog sweeps (0 disables)"
+    )
+    parser.add_argument("--log-level", default="warning")
+
+
+def serve_from_args(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        tokens = load_tokens(args.tokens_file)
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot load tokens: {exc}", file=sys.stderr)
+        return 2
+    serve(
+        args.db,
+        host=args.host,
+        port=args.port,
+        tokens=tokens,
+        max_body_bytes=args.max_body_bytes,
+        sweep_interval=args.sweep_interval or None,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lightningstore.server", description="Serve a LightningStore."
+    )
+    add_serve_arguments(parser)
+    return serve_from_args(parser.parse_args(argv))

@@ -1,0 +1,132 @@
+"""Request and response bodies of the HTTP API (the store's own models are used where they fit)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lightningstore.resource import Pointer, Resource
+from lightningstore.rollout import RolloutConfig
+from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+
+MAX_INT = 2**62
+Id = Field(min_length=1, max_length=200)
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class DequeueBody(Body):
+    limit: int = Field(default=1, ge=1, le=10_000)
+    worker_id: str | None = Field(default=None, max_length=200)
+
+
+class WorkerRef(Body):
+    worker_id: str | None = Field(default=None, max_length=200)
+
+
+class StartRolloutBody(Body):
+    input: Any = None
+    mode: RolloutMode = RolloutMode.TRAIN
+    resources_id: str | None = None
+    config: RolloutConfig | None = None
+    metadata: dict[str, Any] | None = None
+    group_id: str | None = Field(default=None, max_length=200)
+    worker_id: str | None = Field(default=None, max_length=200)
+
+
+class UpdateAttemptBody(Body):
+    """Only the fields present in the body change (absent = UNSET)."""
+
+    status: AttemptStatus | None = None
+    failure_reason: str | None = None
+    worker_id: str | None = Field(default=None, max_length=200)
+    metadata: dict[str, Any] | None = None
+
+
+class UpdateRolloutBody(Body):
+    """Only the fields present in the body change (absent = UNSET)."""
+
+    status: RolloutStatus | None = None
+    metadata: dict[str, Any] | None = None
+    config: RolloutConfig | None = None
+    resources_id: str | None = None
+
+
+class WaitBody(Body):
+    rollout_ids: list[str] = Field(max_length=100_000)
+    timeout: float | None = Field(default=None, description="seconds; the server waits at most 30 per call")
+
+
+class QueryRolloutsBody(Body):
+    status: list[RolloutStatus] | None = None
+    mode: RolloutMode | None = None
+    rollout_ids: list[str] | None = Field(default=None, max_length=100_000)
+    group_id: str | None = None
+    sort_by: Literal["enqueue_time", "start_time", "end_time", "rollout_id", "status"] = "enqueue_time"
+    descending: bool = False
+    limit: int | None = Field(default=None, ge=0, le=MAX_INT)
+    offset: int = Field(default=0, ge=0, le=MAX_INT)
+
+
+class AddVersionBody(Body):
+    name: str = Id
+    resource: Resource
+    parent_id: str | None = None
+    created_by: str = "unknown"
+    artifact: str | None = None
+    metadata: dict[str, Any] | None = None
+    version_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class AddResourcesBody(Body):
+    resources: dict[str, Resource] = Field(min_length=1)
+    created_by: str = "unknown"
+    parents: dict[str, str] | None = None
+
+
+class ResourceSetBody(Body):
+    versions: dict[str, str] = Field(min_length=1)
+
+
+class MovePointerBody(Body):
+    name: str = Id
+    pointer: Pointer
+    version_id: str = Id
+    actor: str = Field(min_length=1, max_length=200)
+    reason: str = ""
+
+
+class WorkerBody(Body):
+    """Only the fields present in the body change (absent = UNSET)."""
+
+    status: WorkerStatus | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SweepBody(Body):
+    now: float | None = None
+
+
+class AgentKey(BaseModel):
+    agent_key: str
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: `code` names the error class (lightningstore.errors.ERRORS_BY_CODE)."""
+
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class OtlpAccepted(BaseModel):
+    """OTLP JSON answer (ExportTraceServiceResponse); protobuf requests get the protobuf form."""
+
+    partialSuccess: dict[str, Any] = Field(default_factory=dict)  # noqa: N815 - OTLP field name
