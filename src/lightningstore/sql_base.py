@@ -46,6 +46,8 @@ class SqlBase:
         )
         self._schema_ready = False
         self._schema_lock = threading.Lock()
+        self._local = threading.local()
+        self._connections: list[sa.Connection] = []
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
     @property
@@ -73,22 +75,36 @@ class SqlBase:
     async def ensure_schema(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._writers, self._ensure_schema)
 
-    def _read_tx(self, fn: Callable[[sa.Connection], T]) -> T:
-        self._ensure_schema()
-        with self._engine.connect() as conn, conn.begin():
-            return fn(conn)
-
-    def _write_tx(self, fn: Callable[[sa.Connection], T]) -> T:
-        self._ensure_schema()
-        try:
-            with self._engine.connect() as conn:
+    def _thread_connection(self, write: bool) -> sa.Connection:
+        """Each worker thread keeps its own connection (no pool checkout/reset per call)."""
+        key = "write" if write else "read"
+        conn = getattr(self._local, key, None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._engine.connect()
+            if write:
                 conn = conn.execution_options(**{WRITE_OPTION: True})
-                with conn.begin():
-                    return fn(conn)
+            setattr(self._local, key, conn)
+            self._connections.append(conn)
+        return conn
+
+    def _run_tx(self, fn: Callable[[sa.Connection], T], write: bool) -> T:
+        self._ensure_schema()
+        conn = self._thread_connection(write)
+        try:
+            with conn.begin():
+                return fn(conn)
         except IntegrityError as exc:
             raise ConflictError(f"write rejected by a database constraint: {exc.orig}") from exc
-        except DBAPIError:
+        except DBAPIError as exc:
+            if exc.connection_invalidated:
+                setattr(self._local, "write" if write else "read", None)
             raise
+
+    def _read_tx(self, fn: Callable[[sa.Connection], T]) -> T:
+        return self._run_tx(fn, write=False)
+
+    def _write_tx(self, fn: Callable[[sa.Connection], T]) -> T:
+        return self._run_tx(fn, write=True)
 
     async def _read(self, fn: Callable[[sa.Connection], T]) -> T:
         """Run `fn(conn)` in one read transaction on a worker thread."""
@@ -110,4 +126,6 @@ class SqlBase:
         self._readers.shutdown(wait=True)
         if self._writers is not self._readers:
             self._writers.shutdown(wait=True)
+        for conn in self._connections:
+            conn.close()
         self._engine.dispose()

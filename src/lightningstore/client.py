@@ -1,0 +1,478 @@
+"""StoreClient: the LightningStore over HTTP (httpx), with bounded retries and idempotent writes."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal
+from urllib.parse import quote
+
+import httpx
+import orjson
+from pydantic import BaseModel, TypeAdapter
+
+from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.errors import (
+    ERRORS_BY_CODE,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PermissionDeniedError,
+    StoreError,
+)
+from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
+from lightningstore.reward import Reward, RewardIn
+from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
+from lightningstore.span import Span, SpanIn
+from lightningstore.statistics import StoreStatistics
+from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+from lightningstore.store import LightningStore, RolloutSortKey
+from lightningstore.unset import UNSET, Unset
+from lightningstore.worker import Worker
+
+MAX_WAIT_PER_CALL = 30.0
+"""The server answers a wait after at most this many seconds; the client waits again until its timeout."""
+
+_STATUS_FALLBACK: dict[int, type[StoreError]] = {
+    400: InvalidInputError,
+    401: PermissionDeniedError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: InvalidInputError,
+    415: InvalidInputError,
+    422: InvalidInputError,
+}
+_ERROR_ATTRIBUTES = ("field", "kind", "ident", "current", "new")
+
+_rollouts = TypeAdapter(list[Rollout])
+_maybe_rollout = TypeAdapter(Rollout | None)
+_claims = TypeAdapter(list[AttemptedRollout])
+_attempts = TypeAdapter(list[Attempt])
+_maybe_attempt = TypeAdapter(Attempt | None)
+_spans = TypeAdapter(list[Span])
+_span_ins = TypeAdapter(list[SpanIn])
+_requests = TypeAdapter(list[RolloutRequest])
+_rewards = TypeAdapter(list[Reward])
+_versions = TypeAdapter(list[ResourceVersion])
+_maybe_version = TypeAdapter(ResourceVersion | None)
+_maybe_set = TypeAdapter(ResourceSet | None)
+_moves = TypeAdapter(list[PointerMove])
+_workers = TypeAdapter(list[Worker])
+
+
+class StoreUnavailableError(StoreError):
+    """The server could not be reached (or kept failing) within the retry budget."""
+
+    http_status = 503
+    code = "unavailable"
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def _seg(value: str) -> str:
+    """One path segment: every reserved character (including '/') percent-encoded."""
+    return quote(value, safe="")
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+def error_from_response(response: httpx.Response) -> StoreError:
+    """Rebuild the typed store error an ErrorBody names (`code` -> lightningstore.errors class)."""
+    try:
+        body = orjson.loads(response.content)
+        code, message, details = body["code"], str(body["message"]), dict(body.get("details") or {})
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        code, message, details = None, f"HTTP {response.status_code}: {response.text[:300]}", {}
+    cls = ERRORS_BY_CODE.get(code or "") or _STATUS_FALLBACK.get(response.status_code, StoreError)
+    if code == "unavailable" or (cls is StoreError and response.status_code >= 500):
+        cls = StoreUnavailableError if response.status_code in (502, 503, 504) else StoreError
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    if issubclass(cls, InvalidInputError):
+        error.field = "body"  # type: ignore[attr-defined]
+    for name in _ERROR_ATTRIBUTES:
+        if name in details:
+            setattr(error, name, details[name])
+    error.status_code = response.status_code  # type: ignore[attr-defined]
+    return error
+
+
+class StoreClient(LightningStore):
+    """A LightningStore served by `lightningrl store serve`.
+
+    Every call retries connection errors and 502/503/504 with exponential backoff, bounded by
+    `max_retries` and `retry_seconds`. Calls that are safe to repeat (reads, span and reward writes,
+    enqueues, status updates) also retry 500s and lost responses; the client makes them safe by
+    generating `rollout_id`, `reward_id` and `version_id` when the caller gives none. Claims
+    (`dequeue_*`, `start_*`), `add_resources`, `add_resource_set` and `move_pointer` are retried only
+    when the request provably never reached the server.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 60.0,
+        max_retries: int = 30,
+        retry_seconds: float = 60.0,
+        max_connections: int = 256,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.max_retries = max_retries
+        self.retry_seconds = retry_seconds
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+
+    async def __aenter__(self) -> StoreClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    # ---- transport ---------------------------------------------------------------------------
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: dict[str, Any] | None = None,
+        idempotent: bool = True,
+        timeout: float | None = None,
+    ) -> bytes:
+        """Send one request with retries; return the response body or raise the typed error."""
+        content = body if body is None or isinstance(body, bytes) else orjson.dumps(body)
+        headers = {"content-type": "application/json"} if content is not None else None
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry_seconds
+        delay = 0.05
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = await self._http.request(
+                    method,
+                    path,
+                    content=content,
+                    params=query,
+                    headers=headers,
+                    timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                )
+            except httpx.TransportError as exc:
+                never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                if not (idempotent or never_sent) or attempt == self.max_retries or loop.time() > deadline:
+                    raise StoreUnavailableError(
+                        f"{method} {self.base_url}{path} failed after {attempt + 1} tries: {exc!r}"
+                    ) from exc
+            else:
+                status = response.status_code
+                if status < 400:
+                    return response.content
+                unavailable = status in (502, 503, 504) or (status >= 500 and idempotent)
+                if not unavailable or attempt == self.max_retries or loop.time() > deadline:
+                    raise error_from_response(response)
+            await asyncio.sleep(min(delay * random.uniform(0.5, 1.0), max(0.0, deadline - loop.time())))
+            delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")  # the loop returns or raises on its last try
+
+    async def _get_or_none(self, path: str, adapter: TypeAdapter[Any]) -> Any:
+        try:
+            return adapter.validate_json(await self._call("GET", path))
+        except NotFoundError:
+            return None
+
+    async def health(self) -> bool:
+        """True when the server answers /healthz."""
+        try:
+            await self._call("GET", "/healthz", idempotent=True)
+        except StoreError:
+            return False
+        return True
+
+    async def mint_agent_key(self, rollout_id: str, attempt_id: str) -> str:
+        """Ask the server for the agent key of one attempt (runner or admin token)."""
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/agent-key"
+        return orjson.loads(await self._call("POST", path))["agent_key"]
+
+    # ---- rollouts: enqueue and claim ---------------------------------------------------------
+
+    async def enqueue_many_rollouts(self, requests: Sequence[RolloutRequest]) -> list[Rollout]:
+        checked = [r if isinstance(r, RolloutRequest) else RolloutRequest.model_validate(r) for r in requests]
+        if not checked:
+            return []
+        # A client-made id turns a retried enqueue into a no-op instead of a duplicate.
+        filled = [r if r.rollout_id else r.model_copy(update={"rollout_id": _new_id("ro")}) for r in checked]
+        return _rollouts.validate_json(await self._call("POST", "/v1/rollouts", _requests.dump_json(filled)))
+
+    async def dequeue_many_rollouts(
+        self, limit: int, *, worker_id: str | None = None
+    ) -> list[AttemptedRollout]:
+        body = {"limit": limit, "worker_id": worker_id}
+        return _claims.validate_json(await self._call("POST", "/v1/rollouts/dequeue", body, idempotent=False))
+
+    async def start_rollout(
+        self,
+        input: Any,
+        *,
+        mode: RolloutMode | str = RolloutMode.TRAIN,
+        resources_id: str | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        group_id: str | None = None,
+        worker_id: str | None = None,
+    ) -> AttemptedRollout:
+        body = {
+            "input": input,
+            "mode": mode,
+            "resources_id": resources_id,
+            "config": _dump(config),
+            "metadata": metadata,
+            "group_id": group_id,
+            "worker_id": worker_id,
+        }
+        data = await self._call("POST", "/v1/rollouts/start", body, idempotent=False)
+        return AttemptedRollout.model_validate_json(data)
+
+    async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts"
+        data = await self._call("POST", path, {"worker_id": worker_id}, idempotent=False)
+        return AttemptedRollout.model_validate_json(data)
+
+    # ---- attempts and rollouts: progress -----------------------------------------------------
+
+    async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/heartbeat"
+        return Attempt.model_validate_json(await self._call("POST", path, {"worker_id": worker_id}))
+
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str | Literal["latest"],
+        *,
+        status: AttemptStatus | str | Unset = UNSET,
+        failure_reason: str | None | Unset = UNSET,
+        worker_id: str | None | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+    ) -> Attempt:
+        fields = {"status": status, "failure_reason": failure_reason, "worker_id": worker_id, "metadata": metadata}
+        body = {k: v for k, v in fields.items() if v is not UNSET}
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}"
+        return Attempt.model_validate_json(await self._call("PATCH", path, body))
+
+    async def update_rollout(
+        self,
+        rollout_id: str,
+        *,
+        status: RolloutStatus | str | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+        config: RolloutConfig | Unset = UNSET,
+        resources_id: str | None | Unset = UNSET,
+    ) -> Rollout:
+        fields = {"status": status, "metadata": metadata, "config": config, "resources_id": resources_id}
+        body = {k: _dump(v) for k, v in fields.items() if v is not UNSET}
+        return Rollout.model_validate_json(await self._call("PATCH", f"/v1/rollouts/{_seg(rollout_id)}", body))
+
+    async def cancel_rollout(self, rollout_id: str) -> Rollout:
+        return Rollout.model_validate_json(await self._call("POST", f"/v1/rollouts/{_seg(rollout_id)}/cancel"))
+
+    async def wait_for_rollouts(
+        self, rollout_ids: Sequence[str], *, timeout: float | None = None
+    ) -> list[Rollout]:
+        ids = list(rollout_ids)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            if deadline is None:
+                chunk = MAX_WAIT_PER_CALL
+            else:
+                # A negative timeout goes to the server as given, which refuses it.
+                chunk = timeout if timeout < 0 else min(MAX_WAIT_PER_CALL, max(0.0, deadline - loop.time()))
+            body = {"rollout_ids": ids, "timeout": chunk}
+            data = await self._call("POST", "/v1/rollouts/wait", body, timeout=max(chunk, 0) + 30.0)
+            done = _rollouts.validate_json(data)
+            if len(done) == len(ids) or (deadline is not None and loop.time() >= deadline):
+                return done
+
+    async def sweep_stale_attempts(self, now: float | None = None) -> list[Attempt]:
+        return _attempts.validate_json(await self._call("POST", "/v1/watchdog/sweep", {"now": now}))
+
+    # ---- spans and rewards -------------------------------------------------------------------
+
+    async def add_many_spans(self, spans: Sequence[SpanIn]) -> list[Span]:
+        checked = [s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in spans]
+        if not checked:
+            return []
+        return _spans.validate_json(await self._call("POST", "/v1/spans", _span_ins.dump_json(checked)))
+
+    async def add_reward(self, reward: RewardIn) -> Reward:
+        reward = reward if isinstance(reward, RewardIn) else RewardIn.model_validate(reward)
+        if reward.reward_id is None:
+            reward = reward.model_copy(update={"reward_id": _new_id("rw")})
+        return Reward.model_validate_json(await self._call("POST", "/v1/rewards", reward.model_dump_json().encode()))
+
+    # ---- queries -----------------------------------------------------------------------------
+
+    async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
+        return await self._get_or_none(f"/v1/rollouts/{_seg(rollout_id)}", _maybe_rollout)
+
+    async def query_rollouts(
+        self,
+        *,
+        status: Sequence[RolloutStatus | str] | None = None,
+        mode: RolloutMode | str | None = None,
+        rollout_ids: Sequence[str] | None = None,
+        group_id: str | None = None,
+        sort_by: RolloutSortKey = "enqueue_time",
+        descending: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Rollout]:
+        body = {
+            "status": [status] if isinstance(status, str) else (list(status) if status is not None else None),
+            "mode": mode,
+            "rollout_ids": list(rollout_ids) if rollout_ids is not None else None,
+            "group_id": group_id,
+            "sort_by": sort_by,
+            "descending": descending,
+            "limit": limit,
+            "offset": offset,
+        }
+        return _rollouts.validate_json(await self._call("POST", "/v1/rollouts/query", body))
+
+    async def query_attempts(self, rollout_id: str) -> list[Attempt]:
+        return _attempts.validate_json(await self._call("GET", f"/v1/rollouts/{_seg(rollout_id)}/attempts"))
+
+    async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
+        return await self._get_or_none(f"/v1/rollouts/{_seg(rollout_id)}/attempts/latest", _maybe_attempt)
+
+    async def query_spans(
+        self,
+        rollout_id: str,
+        attempt_id: str | Literal["latest"] | None = None,
+        *,
+        name: str | None = None,
+        after_sequence_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[Span]:
+        params = {"attempt_id": attempt_id, "name": name, "after_sequence_id": after_sequence_id, "limit": limit}
+        path = f"/v1/rollouts/{_seg(rollout_id)}/spans"
+        return _spans.validate_json(await self._call("GET", path, params=params))
+
+    async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
+        path = f"/v1/rollouts/{_seg(rollout_id)}/rewards"
+        return _rewards.validate_json(await self._call("GET", path, params={"name": name}))
+
+    # ---- resources ---------------------------------------------------------------------------
+
+    async def add_resource_version(
+        self,
+        name: str,
+        resource: Resource,
+        *,
+        parent_id: str | None = None,
+        created_by: str = "unknown",
+        artifact: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        version_id: str | None = None,
+    ) -> ResourceVersion:
+        body = {
+            "name": name,
+            "resource": _dump(resource),
+            "parent_id": parent_id,
+            "created_by": created_by,
+            "artifact": artifact,
+            "metadata": metadata,
+            "version_id": version_id or _new_id("rv"),
+        }
+        return ResourceVersion.model_validate_json(await self._call("POST", "/v1/resource-versions", body))
+
+    async def add_resources(
+        self,
+        resources: dict[str, Resource],
+        *,
+        created_by: str = "unknown",
+        parents: dict[str, str] | None = None,
+    ) -> ResourceSet:
+        body = {
+            "resources": {name: _dump(r) for name, r in resources.items()},
+            "created_by": created_by,
+            "parents": parents,
+        }
+        data = await self._call("POST", "/v1/resources", body, idempotent=False)
+        return ResourceSet.model_validate_json(data)
+
+    async def add_resource_set(self, versions: dict[str, str]) -> ResourceSet:
+        data = await self._call("POST", "/v1/resource-sets", {"versions": versions}, idempotent=False)
+        return ResourceSet.model_validate_json(data)
+
+    async def get_resources_by_id(self, resources_id: str) -> ResourceSet | None:
+        return await self._get_or_none(f"/v1/resource-sets/{_seg(resources_id)}", _maybe_set)
+
+    async def get_latest_resources(self) -> ResourceSet | None:
+        return _maybe_set.validate_json(await self._call("GET", "/v1/resource-sets/latest"))
+
+    async def get_resource_version(self, version_id: str) -> ResourceVersion | None:
+        return await self._get_or_none(f"/v1/resource-versions/{_seg(version_id)}", _maybe_version)
+
+    async def get_pointer(self, name: str, pointer: Literal["latest", "approved"]) -> ResourceVersion | None:
+        data = await self._call("GET", "/v1/pointers", params={"name": name, "pointer": pointer})
+        return _maybe_version.validate_json(data)
+
+    async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
+        return _versions.validate_json(await self._call("GET", "/v1/resource-versions", params={"name": name}))
+
+    async def move_pointer(
+        self,
+        name: str,
+        pointer: Literal["latest", "approved"],
+        version_id: str,
+        *,
+        actor: str,
+        reason: str = "",
+    ) -> PointerMove:
+        body = {"name": name, "pointer": pointer, "version_id": version_id, "actor": actor, "reason": reason}
+        return PointerMove.model_validate_json(await self._call("PUT", "/v1/pointers", body, idempotent=False))
+
+    async def query_pointer_history(
+        self, name: str, pointer: Literal["latest", "approved"] | None = None
+    ) -> list[PointerMove]:
+        data = await self._call("GET", "/v1/pointer-history", params={"name": name, "pointer": pointer})
+        return _moves.validate_json(data)
+
+    # ---- workers and statistics --------------------------------------------------------------
+
+    async def update_worker(
+        self,
+        worker_id: str,
+        *,
+        status: WorkerStatus | str | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+    ) -> Worker:
+        if not worker_id:
+            raise InvalidInputError("worker_id", "must not be empty")
+        body = {k: v for k, v in {"status": status, "metadata": metadata}.items() if v is not UNSET}
+        return Worker.model_validate_json(await self._call("PUT", f"/v1/workers/{_seg(worker_id)}", body))
+
+    async def query_workers(self) -> list[Worker]:
+        return _workers.validate_json(await self._call("GET", "/v1/workers"))
+
+    async def statistics(self) -> StoreStatistics:
+        return StoreStatistics.model_validate_json(await self._call("GET", "/v1/statistics"))
