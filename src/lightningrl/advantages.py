@@ -1,0 +1,208 @@
+"""Advantages (GRPO, REINFORCE++) and the PPO-clip loss with truncated importance sampling, from verl.
+
+The maths is verl's (`verl.trainer.ppo.core_algos`, `rollout_corr_helper`); this module only maps a
+`SequenceBatch` onto it. Estimators see one row per LLM call, not per merged sequence: each call
+keeps its own value (see `lightningrl.credit.assign`), so merging calls never changes advantages.
+verl is imported lazily: it costs seconds and `import lightningrl` must stay cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from lightningrl.credit.batch import SequenceBatch
+
+ESTIMATORS = ("grpo", "reinforce_plus_plus")
+# Each estimator's baseline: GRPO's is the group (`SequenceBatch.group_ids`), REINFORCE++'s the batch.
+_BATCH_BASELINED = ("reinforce_plus_plus",)
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    """Which verl outcome estimator to run and how to guard groups without signal."""
+
+    estimator: str = "grpo"
+    norm_by_std: bool = True
+    """GRPO divides by the group's std (False is Dr.GRPO)."""
+    epsilon: float = 1e-6
+    drop_uniform_groups: bool = True
+    """Drop baseline groups whose call values are all equal (a lone call too): they carry no signal."""
+    uniform_tolerance: float = 1e-9
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
+
+
+@dataclass
+class AdvantageResult:
+    """Per-token advantages for the whole batch; rows with `keep` False carry zeros."""
+
+    advantages: torch.Tensor  # (B, R)
+    returns: torch.Tensor  # (B, R)
+    keep: torch.Tensor  # (B,) bool
+    groups: int
+    """Baseline groups seen (GRPO: distinct group ids; REINFORCE++: 1, the batch)."""
+    dropped_groups: int
+
+    @property
+    def dropped_sequences(self) -> int:
+        """Sequences in dropped groups."""
+        return int((~self.keep).sum().item())
+
+
+@dataclass(frozen=True)
+class PolicyLossConfig:
+    """PPO-clip (dual-clip) policy loss and truncated importance sampling against rollout logprobs."""
+
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    clip_ratio_c: float = 3.0
+    loss_agg_mode: str = "token-mean"
+    entropy_coeff: float = 0.0
+    rollout_is_threshold: float | None = 2.0
+    """Cap of the token-level weight pi_train / pi_rollout (TIS); None trains without the correction."""
+
+
+def compute_advantages(batch: SequenceBatch, config: AdvantageConfig | None = None) -> AdvantageResult:
+    """Advantages per response token, baselined over `batch.group_ids` (GRPO) or the batch (REINFORCE++)."""
+    config = config or AdvantageConfig()
+    rows, positions, values = _call_segments(batch)
+    baseline = ["batch"] * len(batch) if config.estimator in _BATCH_BASELINED else batch.group_ids
+    groups = sorted(set(baseline))
+    keep = torch.ones(len(batch), dtype=torch.bool)
+    dropped = 0
+    if config.drop_uniform_groups:
+        for group in groups:
+            members = [i for i, g in enumerate(baseline) if g == group]
+            group_values = [v for r, v in zip(rows, values, strict=True) if baseline[r] == group]
+            if not group_values or max(group_values) - min(group_values) <= config.uniform_tolerance:
+                keep[members] = False
+                dropped += 1
+    advantages = torch.zeros_like(batch.token_rewards)
+    returns = torch.zeros_like(batch.token_rewards)
+    kept = [j for j, r in enumerate(rows) if keep[r]]
+    if kept:
+        seg_adv, seg_ret = _run_estimator(
+            [values[j] for j in kept],
+            [len(positions[j]) for j in kept],
+            np.array([batch.group_ids[rows[j]] for j in kept], dtype=object),
+            config,
+        )
+        for out_row, j in enumerate(kept):
+            where = positions[j]
+            advantages[rows[j], where] = seg_adv[out_row, : len(where)]
+            returns[rows[j], where] = seg_ret[out_row, : len(where)]
+    return AdvantageResult(
+        advantages=advantages, returns=returns, keep=keep, groups=len(groups), dropped_groups=dropped
+    )
+
+
+def _call_segments(batch: SequenceBatch) -> tuple[list[int], list[torch.Tensor], list[float]]:
+    """(row, token positions, value) of every call in the batch; the value sits on its last token."""
+    rows: list[int] = []
+    positions: list[torch.Tensor] = []
+    values: list[float] = []
+    for row in range(len(batch)):
+        ids = batch.call_ids[row]
+        for call in torch.unique(ids[ids >= 0]).tolist():
+            where = (ids == call).nonzero().flatten()
+            rows.append(row)
+            positions.append(where)
+            values.append(float(batch.token_rewards[row, where[-1]].item()))
+    return rows, positions, values
+
+
+def _run_estimator(
+    values: list[float], lengths: list[int], index: np.ndarray, config: AdvantageConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's estimator over one row per call: the value on the call's last token, mask over its tokens."""
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    width = max(lengths)
+    rewards = torch.zeros((len(values), width))
+    mask = torch.zeros((len(values), width))
+    for row, (value, length) in enumerate(zip(values, lengths, strict=True)):
+        rewards[row, length - 1] = value
+        mask[row, :length] = 1.0
+    # Discounting across calls already happened in credit assignment: within a call gamma is 1.
+    algo = AlgoConfig(gamma=1.0, adv_estimator=config.estimator, norm_adv_by_std_in_grpo=config.norm_by_std)
+    estimator = get_adv_estimator_fn(config.estimator)
+    return estimator(
+        token_level_rewards=rewards,
+        response_mask=mask,
+        index=index,
+        epsilon=config.epsilon,
+        norm_adv_by_std_in_grpo=config.norm_by_std,
+        config=algo,
+    )
+
+
+def actor_loss_fields(config: PolicyLossConfig) -> dict[str, Any]:
+    """The verl `ActorConfig` fields that carry this loss configuration."""
+    return {
+        "clip_ratio": config.clip_ratio_low,
+        "clip_ratio_low": config.clip_ratio_low,
+        "clip_ratio_high": config.clip_ratio_high,
+        "clip_ratio_c": config.clip_ratio_c,
+        "loss_agg_mode": config.loss_agg_mode,
+        "entropy_coeff": config.entropy_coeff,
+        "use_kl_loss": False,
+    }
+
+
+def truncated_is_weights(
+    old_log_probs: torch.Tensor,
+    rollout_log_probs: torch.Tensor,
+    response_mask: torch.Tensor,
+    threshold: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Token-level TIS weights min(pi_train / pi_rollout, threshold), zero on masked tokens (verl's)."""
+    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weights
+
+    return compute_rollout_correction_weights(
+        log_ratio=old_log_probs - rollout_log_probs,
+        response_mask=response_mask,
+        rollout_is="token",
+        rollout_is_threshold=threshold,
+    )
+
+
+def policy_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: PolicyLossConfig,
+    rollout_is_weights: torch.Tensor | None = None,
+    global_batch_size: int | None = None,
+    batch_num_tokens: int | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """verl's PPO-clip loss (`vanilla` policy loss, `agg_loss`) over (B, R) tensors, plus metrics."""
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+    from verl.workers.config import ActorConfig
+
+    actor = ActorConfig(
+        strategy="fsdp2", rollout_n=1, ppo_micro_batch_size_per_gpu=1, **actor_loss_fields(config)
+    )
+    actor.global_batch_info.update(
+        dp_size=1,
+        batch_num_tokens=batch_num_tokens,
+        global_batch_size=global_batch_size,
+        loss_scale_factor=None,
+    )
+    loss, metrics = get_policy_loss_fn("vanilla")(
+        old_log_prob=old_log_probs,
+        log_prob=log_probs,
+        advantages=advantages,
+        response_mask=response_mask.bool(),
+        loss_agg_mode=config.loss_agg_mode,
+        config=actor,
+        rollout_is_weights=rollout_is_weights,
+    )
+    return loss, dict(metrics)

@@ -1,0 +1,103 @@
+"""SequenceBatch: training sequences collated into verl's padded layout (prompts left, responses right)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from lightningrl.credit.sequence import TrainingSequence
+
+
+@dataclass
+class SequenceBatch:
+    """B sequences padded to P prompt and R response positions; input = [prompt | response]."""
+
+    prompts: torch.Tensor  # (B, P) long, left-padded
+    responses: torch.Tensor  # (B, R) long, right-padded
+    input_ids: torch.Tensor  # (B, P + R)
+    attention_mask: torch.Tensor  # (B, P + R) long, 1 on real tokens
+    position_ids: torch.Tensor  # (B, P + R) long, 0.. over real tokens
+    response_mask: torch.Tensor  # (B, R) float, 1 where the loss applies
+    rollout_log_probs: torch.Tensor  # (B, R) float
+    token_rewards: torch.Tensor  # (B, R) float
+    call_ids: torch.Tensor  # (B, R) long, -1 on masked and padded positions
+    sequence_rewards: torch.Tensor  # (B,) float
+    group_ids: list[str]
+    rollout_ids: list[str]
+
+    def __len__(self) -> int:
+        return self.prompts.shape[0]
+
+    @property
+    def num_tokens(self) -> int:
+        """Real (prompt + response) tokens in the batch."""
+        return int(self.attention_mask.sum().item())
+
+    def select(self, rows: torch.Tensor | Sequence[int]) -> SequenceBatch:
+        """The batch restricted to `rows` (indexes or a boolean mask), padding unchanged."""
+        index = torch.as_tensor(rows)
+        if index.dtype == torch.bool:
+            index = index.nonzero().flatten()
+        picked = index.tolist()
+        return SequenceBatch(
+            prompts=self.prompts[index],
+            responses=self.responses[index],
+            input_ids=self.input_ids[index],
+            attention_mask=self.attention_mask[index],
+            position_ids=self.position_ids[index],
+            response_mask=self.response_mask[index],
+            rollout_log_probs=self.rollout_log_probs[index],
+            token_rewards=self.token_rewards[index],
+            call_ids=self.call_ids[index],
+            sequence_rewards=self.sequence_rewards[index],
+            group_ids=[self.group_ids[i] for i in picked],
+            rollout_ids=[self.rollout_ids[i] for i in picked],
+        )
+
+
+def collate(sequences: Sequence[TrainingSequence], pad_token_id: int = 0) -> SequenceBatch:
+    """Pad sequences into one batch; a sequence without a group id is its rollout's own group."""
+    if not sequences:
+        raise ValueError("collate needs at least one sequence, got none")
+    size = len(sequences)
+    prompt_len = max(len(s.prompt_ids) for s in sequences)
+    response_len = max(len(s.response_ids) for s in sequences)
+    prompts = torch.full((size, prompt_len), pad_token_id, dtype=torch.long)
+    responses = torch.full((size, response_len), pad_token_id, dtype=torch.long)
+    prompt_mask = torch.zeros((size, prompt_len), dtype=torch.long)
+    response_attention = torch.zeros((size, response_len), dtype=torch.long)
+    response_mask = torch.zeros((size, response_len), dtype=torch.float32)
+    logprobs = torch.zeros((size, response_len), dtype=torch.float32)
+    rewards = torch.zeros((size, response_len), dtype=torch.float32)
+    call_ids = torch.full((size, response_len), -1, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        p, r = len(seq.prompt_ids), len(seq.response_ids)
+        if not p or not r:
+            raise ValueError(
+                f"sequence {row} of rollout {seq.rollout_id!r} has {p} prompt, {r} response tokens"
+            )
+        prompts[row, prompt_len - p :] = torch.tensor(seq.prompt_ids)
+        prompt_mask[row, prompt_len - p :] = 1
+        responses[row, :r] = torch.tensor(seq.response_ids)
+        response_attention[row, :r] = 1
+        response_mask[row, :r] = torch.tensor(seq.response_mask, dtype=torch.float32)
+        logprobs[row, :r] = torch.tensor(seq.rollout_logprobs, dtype=torch.float32)
+        rewards[row, :r] = torch.tensor(seq.token_rewards, dtype=torch.float32)
+        call_ids[row, :r] = torch.tensor(seq.call_ids, dtype=torch.long)
+    attention_mask = torch.cat([prompt_mask, response_attention], dim=1)
+    return SequenceBatch(
+        prompts=prompts,
+        responses=responses,
+        input_ids=torch.cat([prompts, responses], dim=1),
+        attention_mask=attention_mask,
+        position_ids=(attention_mask.cumsum(dim=1) - 1).clamp(min=0),
+        response_mask=response_mask,
+        rollout_log_probs=logprobs,
+        token_rewards=rewards,
+        call_ids=call_ids,
+        sequence_rewards=torch.tensor([s.sequence_reward for s in sequences], dtype=torch.float32),
+        group_ids=[s.group_id if s.group_id is not None else s.rollout_id for s in sequences],
+        rollout_ids=[s.rollout_id for s in sequences],
+    )

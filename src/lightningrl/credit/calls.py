@@ -1,0 +1,88 @@
+"""LlmCall: one LLM-call span of a rollout, read into the token view training needs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from lightningstore import semconv
+from lightningstore.span import Span
+
+
+@dataclass(frozen=True)
+class LlmCall:
+    """An LLM call in call order; token fields are None when the span did not record them."""
+
+    index: int
+    """0-based position among the rollout's LLM calls (what `Reward.step` refers to)."""
+    span_id: str
+    attempt_id: str
+    agent_name: str | None
+    prompt_ids: tuple[int, ...] | None
+    response_ids: tuple[int, ...] | None
+    logprobs: tuple[float, ...] | None
+
+    @property
+    def has_tokens(self) -> bool:
+        """Both token lists are recorded and non-empty (an empty side gives nothing to train)."""
+        return bool(self.prompt_ids) and bool(self.response_ids)
+
+    @property
+    def logprobs_aligned(self) -> bool:
+        """One recorded logprob per response token."""
+        return (
+            self.logprobs is not None
+            and self.response_ids is not None
+            and (len(self.logprobs) == len(self.response_ids))
+        )
+
+
+def is_llm_span(span: Span) -> bool:
+    """Token-id attributes mark an LLM call; the GenAI operation or span name marks one without them."""
+    attributes = span.attributes
+    return (
+        semconv.LLM_PROMPT_TOKEN_IDS in attributes
+        or semconv.LLM_RESPONSE_TOKEN_IDS in attributes
+        or semconv.GEN_AI_OPERATION in attributes
+        or span.name == semconv.LLM_SPAN_NAME
+    )
+
+
+def llm_calls(spans: Iterable[Span]) -> list[LlmCall]:
+    """The LLM calls among `spans`, ordered by the store's sequence id (call order)."""
+    ordered = sorted((s for s in spans if is_llm_span(s)), key=lambda s: s.sequence_id)
+    return [_read_call(index, span) for index, span in enumerate(ordered)]
+
+
+def _read_call(index: int, span: Span) -> LlmCall:
+    attributes = span.attributes
+    agent = attributes.get(semconv.AGENT_NAME, span.resource.get(semconv.AGENT_NAME))
+    return LlmCall(
+        index=index,
+        span_id=span.span_id,
+        attempt_id=span.attempt_id,
+        agent_name=None if agent is None else str(agent),
+        prompt_ids=_ints(attributes.get(semconv.LLM_PROMPT_TOKEN_IDS)),
+        response_ids=_ints(attributes.get(semconv.LLM_RESPONSE_TOKEN_IDS)),
+        logprobs=_floats(attributes.get(semconv.LLM_RESPONSE_LOGPROBS)),
+    )
+
+
+def _ints(value: Any) -> tuple[int, ...] | None:
+    # OTLP ingest may deliver sequences as lists or tuples; anything else is "not recorded".
+    if not isinstance(value, list | tuple):
+        return None
+    try:
+        return tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _floats(value: Any) -> tuple[float, ...] | None:
+    if not isinstance(value, list | tuple):
+        return None
+    try:
+        return tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        return None

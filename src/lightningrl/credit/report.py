@@ -1,0 +1,40 @@
+"""CreditReport: what credit assignment did with every call and reward it was given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class CreditReport:
+    """Counts per rollout (add reports to total them); nothing is dropped without a count here."""
+
+    rollouts: int = 0
+    llm_calls: int = 0
+    calls_used: int = 0
+    calls_without_tokens: int = 0
+    """No (or empty) prompt/response token ids recorded: nothing to train on."""
+    calls_filtered_agent: int = 0
+    calls_logprob_mismatch: int = 0
+    """Logprobs missing or not one per response token: the importance ratio would be wrong."""
+    calls_merged: int = 0
+    """Calls appended to the previous call's sequence (continuous token history)."""
+    sequence_breaks: int = 0
+    """Calls that started a new sequence although one was open (history not continuous; normal)."""
+    sequences: int = 0
+    rewards_used: int = 0
+    rewards_not_selected: int = 0
+    """Not the primary reward (or not the requested name)."""
+    rewards_other_attempt: int = 0
+    rewards_unmatched: int = 0
+    """Target span or step is not an LLM call of this rollout."""
+    rewards_on_dropped_calls: int = 0
+    """Judged a call that is not trained on (filtered, no tokens, bad logprobs): it has no effect."""
+    rollouts_without_episode_reward: int = 0
+
+    def __add__(self, other: CreditReport) -> CreditReport:
+        return CreditReport(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts as a flat dict (for metrics)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -1,0 +1,37 @@
+"""Actor trainers: verl's own actor update in-process, and the bare-torch reference step."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lightningrl.trainer.config import TrainerConfig
+from lightningrl.trainer.protocol import Trainer
+
+if TYPE_CHECKING:
+    from lightningrl.trainer.reference import reference_optimizer, response_log_probs, torch_reference_step
+    from lightningrl.trainer.verl_actor import VerlActorTrainer
+
+__all__ = [
+    "Trainer",
+    "TrainerConfig",
+    "VerlActorTrainer",
+    "reference_optimizer",
+    "response_log_probs",
+    "torch_reference_step",
+]
+
+_LAZY = {
+    "VerlActorTrainer": "lightningrl.trainer.verl_actor",
+    "reference_optimizer": "lightningrl.trainer.reference",
+    "response_log_probs": "lightningrl.trainer.reference",
+    "torch_reference_step": "lightningrl.trainer.reference",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # verl-backed names load on first use: importing the package must not import verl.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

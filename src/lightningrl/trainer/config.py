@@ -1,0 +1,43 @@
+"""TrainerConfig: optimiser, batching and numerics of an actor trainer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lightningrl.advantages import PolicyLossConfig
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """One policy update per `train_step`: `ppo_epochs` passes over mini-batches of the given rows."""
+
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0
+    mini_batch_size: int | None = None
+    """Rows per optimiser step (global across ranks); None makes the whole batch one mini-batch."""
+    micro_batch_size: int = 8
+    """Rows per forward/backward (gradient accumulation inside a mini-batch)."""
+    ppo_epochs: int = 1
+    shuffle: bool = False
+    seed: int = 42
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts: log-probs are computed from logits / temperature."""
+    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    strategy: str = "fsdp2"
+    param_dtype: str | None = None
+    """Mixed-precision parameter dtype; None picks fp32 on the CPU (bf16 costs accuracy there), bf16 on GPUs."""
+    attn_implementation: str = "sdpa"
+    gradient_checkpointing: bool = False
+    use_torch_compile: bool = False
+    total_training_steps: int = 1_000_000
+    """Horizon of verl's LR scheduler (constant by default, so only its warm-up reads it)."""
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr!r}")
+        if self.micro_batch_size < 1 or self.ppo_epochs < 1:
+            raise ValueError(
+                f"micro_batch_size and ppo_epochs must be >= 1, got {self.micro_batch_size}, {self.ppo_epochs}"
+            )

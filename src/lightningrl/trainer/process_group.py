@@ -1,0 +1,34 @@
+"""The torch.distributed process group verl's workers expect, made for a single process if absent."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import torch.distributed as dist
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 at the time of asking."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ensure_process_group(device: str) -> None:
+    """Set the rank variables verl's `Worker` reads; on the CPU also start a 1-rank gloo group.
+
+    Under torchrun or Ray the variables and the group exist already and are left alone. On GPUs
+    verl starts its own group ("cpu:gloo,cuda:nccl"); on the CPU verl's backend string would name
+    the cpu device twice, which torch rejects, so plain gloo is started here first.
+    """
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+        os.environ.setdefault("LOCAL_RANK", "0")
+        if device == "cpu":
+            dist.init_process_group(
+                backend="gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"])
+            )

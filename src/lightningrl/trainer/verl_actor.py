@@ -1,0 +1,203 @@
+"""VerlActorTrainer: verl's own actor update (TrainingWorker, FSDP engine) driven in-process.
+
+It drives the worker as `RayPPOTrainer._compute_old_log_prob` and `_update_actor` do: `infer_batch`
+for the old log-probs, then `train_mini_batch` with verl's `ppo_loss`. On a machine without an
+accelerator verl runs through `lightningrl.verl_cpu`; on GPUs nothing here is CPU-specific.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lightningrl.advantages import actor_loss_fields, truncated_is_weights
+from lightningrl.credit.batch import SequenceBatch
+from lightningrl.trainer.checkpoint import save_hf_model
+from lightningrl.trainer.config import TrainerConfig
+from lightningrl.trainer.process_group import ensure_process_group
+from lightningrl.trainer.verl_data import mean_metric, response_values, to_verl_input
+
+
+def divisor_at_most(rows: int, cap: int) -> int:
+    """The largest micro-batch size <= cap that splits `rows` evenly (verl requires even splits)."""
+    return max(d for d in range(1, min(rows, cap) + 1) if rows % d == 0)
+
+
+class VerlActorTrainer:
+    """A policy held by verl's FSDP2 engine: log-probs, PPO-clip steps, HF checkpoints."""
+
+    def __init__(self, model_dir: str | Path, config: TrainerConfig | None = None) -> None:
+        # The plugin must be registered before verl's engine modules read the device at import.
+        from lightningrl.verl_cpu import cpu_wanted, verl_device_name
+
+        self.model_dir = Path(model_dir)
+        self.config = config or TrainerConfig()
+        self.device = verl_device_name()
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(
+                "verl resolved the 'cuda' platform but torch sees no GPU; import lightningrl.verl_cpu "
+                f"before verl (or set VERL_PLATFORM=cpu); cpu plugin wanted: {cpu_wanted()}"
+            )
+        ensure_process_group(self.device)
+        self._actor_config, worker_config = self._verl_configs()
+        from verl.workers.engine_workers import TrainingWorker
+        from verl.workers.utils.losses import ppo_loss
+
+        self._worker = TrainingWorker(config=worker_config)
+        self._worker.reset()
+        self._worker.set_loss_fn(partial(ppo_loss, config=self._actor_config))
+
+    def _verl_configs(self) -> tuple[Any, Any]:
+        """The actor and worker configs `ActorRolloutRefWorker.init_model` would build."""
+        from verl.workers.config import (
+            FSDPActorConfig,
+            FSDPEngineConfig,
+            FSDPOptimizerConfig,
+            HFModelConfig,
+            TrainingWorkerConfig,
+        )
+
+        cfg = self.config
+        param_dtype = cfg.param_dtype or ("fp32" if self.device == "cpu" else "bf16")
+        model = HFModelConfig(
+            path=str(self.model_dir),
+            override_config={"attn_implementation": cfg.attn_implementation},
+            # Packed (padding-free) batches need flash-attn varlen kernels; sdpa needs the padded path.
+            use_remove_padding=False,
+            enable_gradient_checkpointing=cfg.gradient_checkpointing,
+        )
+        engine = FSDPEngineConfig(
+            strategy=cfg.strategy,
+            model_dtype="fp32",
+            mixed_precision={"param_dtype": param_dtype, "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
+            use_torch_compile=cfg.use_torch_compile,
+            use_dynamic_bsz=False,
+            micro_batch_size_per_gpu=cfg.micro_batch_size,
+            infer_micro_batch_size_per_gpu=cfg.micro_batch_size,
+            use_remove_padding=False,
+            seed=cfg.seed,
+        )
+        optim = FSDPOptimizerConfig(
+            lr=cfg.lr,
+            betas=cfg.betas,
+            weight_decay=cfg.weight_decay,
+            clip_grad=cfg.grad_clip,
+            total_training_steps=cfg.total_training_steps,
+        )
+        actor = FSDPActorConfig(
+            strategy=cfg.strategy,
+            rollout_n=1,
+            # Only validated here: the mini-batch size travels with each batch (see train_step).
+            ppo_mini_batch_size=cfg.mini_batch_size or cfg.micro_batch_size,
+            ppo_micro_batch_size_per_gpu=cfg.micro_batch_size,
+            ppo_epochs=cfg.ppo_epochs,
+            shuffle=cfg.shuffle,
+            data_loader_seed=cfg.seed,
+            use_torch_compile=cfg.use_torch_compile,
+            fsdp_config=engine,
+            optim=optim,
+            model_config=model,
+            **actor_loss_fields(cfg.loss),
+        )
+        worker = TrainingWorkerConfig(
+            model_type="language_model",
+            model_config=model,
+            engine_config=actor.engine,
+            optimizer_config=optim,
+            checkpoint_config=actor.checkpoint,
+        )
+        return actor, worker
+
+    def compute_log_probs(self, batch: SequenceBatch) -> torch.Tensor:
+        """Current policy's log-prob of every response token, (B, R) (`_compute_old_log_prob`)."""
+        data = to_verl_input(
+            batch,
+            {},
+            {
+                "calculate_entropy": False,
+                "compute_loss": False,
+                "temperature": self.config.temperature,
+                "global_token_num": batch.attention_mask.sum(dim=1).tolist(),
+                "micro_batch_size_per_gpu": divisor_at_most(len(batch), self.config.micro_batch_size),
+            },
+        )
+        output = self._worker.infer_batch(data)
+        log_probs = response_values(output, "log_probs", data)
+        return log_probs * batch.attention_mask[:, batch.prompts.shape[1] :]
+
+    def train_step(self, batch: SequenceBatch, advantages: torch.Tensor) -> dict[str, float]:
+        """Old log-probs, TIS weights against the rollout's logprobs, then verl's actor update."""
+        from verl.utils import tensordict_utils as tu
+
+        started = time.perf_counter()
+        if not len(batch):
+            raise ValueError("train_step got an empty batch (were all groups dropped as uniform?)")
+        if advantages.shape != batch.responses.shape:
+            raise ValueError(
+                f"advantages must be {tuple(batch.responses.shape)}, got {tuple(advantages.shape)}"
+            )
+        loss_config = self.config.loss
+        old_log_probs = self.compute_log_probs(batch)
+        tensors = {"old_log_probs": old_log_probs, "advantages": advantages.float() * batch.response_mask}
+        is_metrics: dict[str, float] = {}
+        if loss_config.rollout_is_threshold is not None:
+            weights, is_metrics = truncated_is_weights(
+                old_log_probs, batch.rollout_log_probs, batch.response_mask, loss_config.rollout_is_threshold
+            )
+            tensors["rollout_is_weights"] = weights
+        mini_batch = self.config.mini_batch_size or len(batch)
+        if len(batch) % mini_batch:
+            raise ValueError(f"batch of {len(batch)} rows does not split into mini-batches of {mini_batch}")
+        data = to_verl_input(
+            batch,
+            tensors,
+            {
+                "calculate_entropy": loss_config.entropy_coeff != 0.0,
+                "temperature": self.config.temperature,
+                "global_batch_size": mini_batch,
+                "mini_batch_size": mini_batch,
+                "epochs": self.config.ppo_epochs,
+                "seed": self.config.seed,
+                "dataloader_kwargs": {"shuffle": self.config.shuffle},
+                "compute_loss": True,
+                "micro_batch_size_per_gpu": divisor_at_most(mini_batch, self.config.micro_batch_size),
+            },
+        )
+        output = self._worker.train_mini_batch(data)
+        metrics = tu.get(output, "metrics")
+        result = {
+            "loss": mean_metric(metrics, "loss"),
+            "grad_norm": mean_metric(metrics, "grad_norm"),
+            "pg_loss": mean_metric(metrics, "actor/pg_loss"),
+            "pg_clipfrac": mean_metric(metrics, "actor/pg_clipfrac"),
+            "pg_clipfrac_lower": mean_metric(metrics, "actor/pg_clipfrac_lower"),
+            "ppo_kl": mean_metric(metrics, "actor/ppo_kl"),
+            "lr": mean_metric(metrics, "lr"),
+            "mfu": mean_metric(metrics, "mfu"),
+            "rollout_is_mean": is_metrics.get("rollout_is_mean"),
+            "sequences": float(len(batch)),
+            "tokens": float(batch.response_mask.sum().item()),
+            "step_time_s": time.perf_counter() - started,
+        }
+        return {key: value for key, value in result.items() if value is not None}
+
+    def full_state(self) -> dict[str, torch.Tensor]:
+        """Full (unsharded) weights by HF name, on the CPU; every rank must call it."""
+        params, _ = self._worker.engine.get_per_tensor_param()
+        return {name: tensor.detach().to("cpu", copy=True) for name, tensor in params}
+
+    def save_checkpoint(self, out_dir: str | Path) -> Path:
+        """The current policy as a Hugging Face directory (weights, config, the source's tokenizer files)."""
+        import torch.distributed as dist
+
+        out = Path(out_dir)
+        state = self.full_state()
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            save_hf_model(state.items(), self.model_dir, out)
+        if dist.is_initialized():
+            dist.barrier()
+        return out

@@ -1,0 +1,205 @@
+"""verl's own actor update on the CPU: plugin, parity with a bare-torch step, learning, checkpoints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+import torch
+
+from lightningrl.advantages import compute_advantages
+from lightningrl.credit import SequenceBatch, TrainingSequence, assign_credit, collate
+from lightningrl.trainer import (
+    Trainer,
+    TrainerConfig,
+    VerlActorTrainer,
+    reference_optimizer,
+    response_log_probs,
+    torch_reference_step,
+)
+from lightningstore import semconv
+from lightningstore.reward import Reward
+from lightningstore.span import Span
+
+VOCAB = 128
+
+
+def build_tiny_model(path: Path, seed: int = 0) -> Path:
+    """A ~27k-parameter Qwen2 and a word-level tokenizer, saved as a normal HF directory."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    Qwen2ForCausalLM(config).save_pretrained(path)
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3} | {f"w{i}": i for i in range(4, VOCAB)}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    ).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"))
+
+
+def random_batch(size: int = 8, seed: int = 0) -> tuple[SequenceBatch, torch.Tensor]:
+    """Ragged prompts/responses, some masked response tokens, off-policy rollout logprobs, advantages."""
+    gen = torch.Generator().manual_seed(seed)
+    sequences = []
+    for i in range(size):
+        response = torch.randint(4, VOCAB, (4 + i % 4,), generator=gen).tolist()
+        mask = [1] * len(response)
+        if i % 2:
+            mask[1] = 0
+        sequences.append(
+            TrainingSequence(
+                rollout_id=f"r{i}",
+                prompt_ids=torch.randint(4, VOCAB, (3 + i % 3,), generator=gen).tolist(),
+                response_ids=response,
+                response_mask=mask,
+                rollout_logprobs=(-5 * torch.rand(len(response), generator=gen)).tolist(),
+                token_rewards=[0.0] * len(response),
+                call_ids=[0] * len(response),
+            )
+        )
+    batch = collate(sequences)
+    advantages = torch.randn(batch.responses.shape, generator=gen) * batch.response_mask
+    return batch, advantages
+
+
+def test_verl_finds_the_plugin_by_its_entry_point_alone() -> None:
+    [plugin] = [ep for ep in entry_points(group="verl.plugins") if ep.name == "lightningrl_cpu"]
+    assert plugin.value == "lightningrl.verl_cpu"
+
+    # A fresh interpreter that imports only verl: the entry point must switch it to the CPU.
+    code = (
+        "from verl.utils.device import get_device_name, get_device_id, get_torch_device\n"
+        "from verl.workers.engine import EngineRegistry\n"
+        "print(get_device_name(), get_device_id(), get_torch_device().get_device_name(),\n"
+        "      EngineRegistry.get_engine_cls('language_model', 'fsdp2').__name__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["cpu", "cpu", "CPU", "FSDPEngineWithLMHead"]
+
+
+def test_fsdp1_is_not_offered_on_the_cpu() -> None:
+    # `import verl` loads the plugin (entry point), which registers fsdp2 engines only.
+    from verl.workers.engine import EngineRegistry
+
+    with pytest.raises(ValueError, match="No engine registered for device='cpu'"):
+        EngineRegistry.get_engine_cls("language_model", "fsdp")
+
+
+def test_verl_step_matches_the_bare_torch_step(model_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    config = TrainerConfig(lr=1e-2, micro_batch_size=4)  # two micro-batches: gradient accumulation
+    batch, advantages = random_batch()
+    trainer = VerlActorTrainer(model_dir, config)
+    reference = AutoModelForCausalLM.from_pretrained(
+        model_dir, attn_implementation="sdpa", dtype=torch.float32
+    )
+    optimizer = reference_optimizer(reference, config)
+    assert isinstance(trainer, Trainer)
+
+    with torch.no_grad():
+        torch.testing.assert_close(
+            trainer.compute_log_probs(batch), response_log_probs(reference, batch), atol=1e-5, rtol=0
+        )
+    for _ in range(3):
+        verl_metrics = trainer.train_step(batch, advantages)
+        torch_metrics = torch_reference_step(reference, optimizer, batch, advantages, config)
+        assert verl_metrics["loss"] == pytest.approx(torch_metrics["loss"], abs=1e-5)
+        assert verl_metrics["grad_norm"] == pytest.approx(torch_metrics["grad_norm"], abs=1e-5)
+    assert verl_metrics["tokens"] == batch.response_mask.sum().item()
+    assert {"pg_clipfrac", "ppo_kl", "rollout_is_mean", "step_time_s"} <= verl_metrics.keys()
+
+
+def test_positive_advantages_raise_the_log_prob_of_trained_tokens(model_dir: Path) -> None:
+    batch, _ = random_batch(size=4, seed=1)
+    advantages = batch.response_mask.clone()
+    trainer = VerlActorTrainer(model_dir, TrainerConfig(lr=1e-2))
+    before_weights = trainer.full_state()
+    before = trainer.compute_log_probs(batch)
+
+    for _ in range(4):
+        trainer.train_step(batch, advantages)
+
+    after = trainer.compute_log_probs(batch)
+    trained = batch.response_mask.bool()
+    assert after[trained].mean() > before[trained].mean() + 0.05
+    changed = [name for name, w in trainer.full_state().items() if not torch.equal(w, before_weights[name])]
+    assert "lm_head.weight" in changed and len(changed) > 10
+
+
+def test_checkpoint_is_a_loadable_hugging_face_directory(model_dir: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    batch, advantages = random_batch(size=4, seed=2)
+    trainer = VerlActorTrainer(model_dir, TrainerConfig(lr=1e-2))
+    trainer.train_step(batch, advantages)
+
+    out = trainer.save_checkpoint(tmp_path / "step-1")
+
+    model = AutoModelForCausalLM.from_pretrained(out, attn_implementation="sdpa")
+    with torch.no_grad():
+        torch.testing.assert_close(
+            response_log_probs(model, batch), trainer.compute_log_probs(batch), atol=1e-5, rtol=0
+        )
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (out / name).read_bytes() == (model_dir / name).read_bytes()
+    assert PreTrainedTokenizerFast.from_pretrained(out)("w5 w6")["input_ids"] == [5, 6]
+
+
+def test_spans_to_a_verl_update_end_to_end(model_dir: Path) -> None:
+    def rollout(rollout_id: str, answer: int, value: float) -> list[TrainingSequence]:
+        attributes = {
+            semconv.LLM_PROMPT_TOKEN_IDS: [1, 5, 6],
+            semconv.LLM_RESPONSE_TOKEN_IDS: [answer, 2],
+            semconv.LLM_RESPONSE_LOGPROBS: [-4.0, -4.0],
+        }
+        span = Span(
+            rollout_id=rollout_id,
+            attempt_id="a",
+            trace_id="t",
+            span_id="s",
+            name="chat",
+            attributes=attributes,
+            sequence_id=1,
+        )
+        reward = Reward(rollout_id=rollout_id, value=value, reward_id=f"w-{rollout_id}", create_time=0.0)
+        return assign_credit([span], [reward], group_id="task").sequences
+
+    sequences = rollout("r1", 7, 1.0) + rollout("r2", 8, 0.0) + rollout("r3", 9, 0.0) + rollout("r4", 10, 1.0)
+    batch = collate(sequences)
+    result = compute_advantages(batch)
+    trainer = VerlActorTrainer(model_dir, TrainerConfig(lr=5e-3))
+    good = batch.responses[:, 0] == 7
+
+    before = trainer.compute_log_probs(batch)[good, 0]
+    metrics = trainer.train_step(batch.select(result.keep), result.advantages[result.keep])
+    after = trainer.compute_log_probs(batch)[good, 0]
+
+    assert metrics["sequences"] == 4.0 and metrics["tokens"] == 8.0
+    assert after.item() > before.item()
