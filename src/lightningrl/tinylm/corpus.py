@@ -38,8 +38,12 @@ def base_words() -> list[str]:
 
 def _sentence(rng: random.Random) -> str:
     """One short declarative or question sentence."""
-    name, noun, verb, adjective = (rng.choice(_NAMES), rng.choice(_NOUNS), rng.choice(_VERBS),
-                                   rng.choice(_ADJECTIVES))
+    name, noun, verb, adjective = (
+        rng.choice(_NAMES),
+        rng.choice(_NOUNS),
+        rng.choice(_VERBS),
+        rng.choice(_ADJECTIVES),
+    )
     templates = (
         f"{name} can {verb} the {adjective} {noun}.",
         f"The {noun} is {adjective}.",
@@ -59,13 +63,24 @@ def _arithmetic(rng: random.Random) -> str:
     return f"{a} {op} {b} = {value}"
 
 
+def _dialogue(rng: random.Random) -> str:
+    """One question and answer written as a plain-text exchange."""
+    a, b = rng.randint(0, 99), rng.randint(0, 99)
+    return f"user\nWhat is {a} plus {b}?\nassistant\nThe answer is {a + b}.\n"
+
+
 def base_corpus(num_lines: int = 600, seed: int = 0) -> list[str]:
     """Lines of text: every word, letter, digit and punctuation mark, sentences and arithmetic."""
     rng = random.Random(seed)
-    lines = [" ".join(base_words()), " ".join(string.ascii_letters), " ".join(string.digits),
-             " ".join(_PUNCTUATION)]
+    lines = [
+        " ".join(base_words()),
+        " ".join(string.ascii_letters),
+        " ".join(string.digits),
+        " ".join(_PUNCTUATION),
+    ]
     for index in range(num_lines):
-        lines.append(_arithmetic(rng) if index % 3 == 0 else _sentence(rng))
+        kind = index % 4
+        lines.append(_arithmetic(rng) if kind == 0 else _dialogue(rng) if kind == 1 else _sentence(rng))
     return lines
 
 
