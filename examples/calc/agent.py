@@ -1,0 +1,30 @@
+"""The calculator agent: plain `openai` client, two model calls per task (pick a tool, then answer).
+
+It imports nothing from LightningRL: it receives its model's base_url and key, and returns its reward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openai import AsyncOpenAI
+
+try:  # when run from examples/calc as a script directory
+    from tasks import answer_messages, run_tool, tool_messages
+except ImportError:  # pragma: no cover - imported as a package
+    from examples.calc.tasks import answer_messages, run_tool, tool_messages
+
+
+async def calc_agent(task: dict[str, Any], resources: Any) -> float:
+    llm = resources.llm
+    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=2, timeout=60) as client:
+        first = await client.chat.completions.create(
+            model=llm.model, messages=tool_messages(task["question"]), max_tokens=8
+        )
+        tool_call = (first.choices[0].message.content or "").strip()
+        result = run_tool(tool_call)
+        second = await client.chat.completions.create(
+            model=llm.model, messages=answer_messages(task["question"], tool_call, result), max_tokens=6
+        )
+        answer = (second.choices[0].message.content or "").strip()
+    return 1.0 if answer == str(task["answer"]) else 0.0

@@ -1,0 +1,129 @@
+"""Algorithm: what every algorithm does through the store — enqueue, wait, read outcomes, publish."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from algorithm.task import Task
+from lightningstore import (
+    LightningStore,
+    Resource,
+    ResourceSet,
+    ResourceVersion,
+    Reward,
+    Rollout,
+    RolloutConfig,
+    RolloutMode,
+    RolloutRequest,
+    RolloutStatus,
+)
+
+
+@dataclass
+class RolloutOutcome:
+    """A finished rollout with its primary reward (None when the agent reported none)."""
+
+    rollout: Rollout
+    task: Task
+    reward: float | None
+    rewards: list[Reward] = field(default_factory=list)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.rollout.status == RolloutStatus.SUCCEEDED
+
+
+class Algorithm(ABC):
+    """An algorithm drives agents only through the store: it never talks to a runner directly."""
+
+    name = "algorithm"
+
+    def __init__(self, store: LightningStore, *, rollout_config: RolloutConfig | None = None) -> None:
+        self.store = store
+        self.rollout_config = rollout_config or RolloutConfig()
+
+    @abstractmethod
+    async def run(self) -> Any:
+        """Run the algorithm to completion."""
+
+    async def enqueue_tasks(
+        self,
+        tasks: Sequence[Task],
+        *,
+        n: int = 1,
+        mode: RolloutMode | str = RolloutMode.TRAIN,
+        resources_id: str | None = None,
+        group_prefix: str = "",
+    ) -> list[tuple[Rollout, Task]]:
+        """Enqueue `n` rollouts of every task in one transaction; each task's n rollouts share a group."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        requests: list[RolloutRequest] = []
+        owners: list[Task] = []
+        for task in tasks:
+            for _ in range(n):
+                requests.append(
+                    RolloutRequest(
+                        input=task.input,
+                        mode=RolloutMode(mode),
+                        resources_id=resources_id,
+                        config=self.rollout_config,
+                        metadata={"task_id": task.task_id, "tags": task.tags, "algorithm": self.name},
+                        group_id=f"{group_prefix}{task.task_id}",
+                    )
+                )
+                owners.append(task)
+        rollouts = await self.store.enqueue_many_rollouts(requests)
+        return list(zip(rollouts, owners, strict=True))
+
+    async def wait_for(
+        self, enqueued: Sequence[tuple[Rollout, Task]], *, timeout: float
+    ) -> list[RolloutOutcome]:
+        """Wait until every rollout is terminal (TimeoutError naming how many are not), then read rewards."""
+        ids = [r.rollout_id for r, _ in enqueued]
+        done = await self.store.wait_for_rollouts(ids, timeout=timeout)
+        if len(done) < len(ids):
+            raise TimeoutError(
+                f"{len(ids) - len(done)} of {len(ids)} rollouts unfinished after {timeout}s "
+                "(is a runner attached to the store?)"
+            )
+        by_id = {r.rollout_id: r for r in done}
+        outcomes = []
+        for rollout, task in enqueued:
+            rewards = await self.store.query_rewards(rollout.rollout_id)
+            outcomes.append(
+                RolloutOutcome(
+                    rollout=by_id[rollout.rollout_id],
+                    task=task,
+                    reward=primary_reward(rewards),
+                    rewards=rewards,
+                )
+            )
+        return outcomes
+
+    async def publish(
+        self,
+        name: str,
+        resource: Resource,
+        *,
+        parent_id: str | None,
+        artifact: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        others: dict[str, str] | None = None,
+    ) -> tuple[ResourceVersion, ResourceSet]:
+        """Publish a candidate version (moves `latest`, never `approved`) and a resource set that binds it
+        with the given other versions (name -> version id)."""
+        version = await self.store.add_resource_version(
+            name, resource, parent_id=parent_id, created_by=self.name, artifact=artifact, metadata=metadata
+        )
+        resource_set = await self.store.add_resource_set({**(others or {}), name: version.version_id})
+        return version, resource_set
+
+
+def primary_reward(rewards: Sequence[Reward]) -> float | None:
+    """The last primary reward of a rollout (agents may re-emit), else None."""
+    primaries = [r for r in rewards if r.primary]
+    return primaries[-1].value if primaries else None

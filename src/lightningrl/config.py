@@ -1,0 +1,47 @@
+"""LightningRLConfig: every knob of the learning loop in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lightningrl.advantages import AdvantageConfig
+from lightningrl.trainer.config import TrainerConfig
+
+
+@dataclass
+class LightningRLConfig:
+    resource_name: str = "llm"
+    """The LLM resource being trained; its current version's `checkpoint` is where training starts."""
+    steps: int = 20
+    tasks_per_step: int = 8
+    rollouts_per_task: int = 8
+    """n: rollouts per task, one GRPO group."""
+    val_every: int = 5
+    """Validate on the held-out tasks every k steps (and after the last); 0 disables."""
+    val_rollouts_per_task: int = 1
+    val_mode: str = "val"
+    success_threshold: float = 1.0
+    gamma: float = 1.0
+    """Discount of the episode return over the calls of a rollout (credit assignment)."""
+    agent_names: frozenset[str] | None = None
+    """Train only on LLM calls of these agents (multi-agent systems); None trains on all."""
+    reward_name: str | None = None
+    """Which reward is the training signal; None uses the primary reward."""
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    step_timeout: float = 900.0
+    """Seconds to wait for one step's rollouts before giving up with a clear error."""
+    output_dir: Path = Path("runs/lightningrl")
+    seed: int = 0
+    reload_servers: bool = True
+    """POST /reload to the LLM's endpoints after each publish (our server; vLLM needs its own hook)."""
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "tasks_per_step", "rollouts_per_task", "val_rollouts_per_task"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.val_every < 0:
+            raise ValueError(f"val_every must be >= 0, got {self.val_every!r}")
+        self.output_dir = Path(self.output_dir)

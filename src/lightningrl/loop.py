@@ -1,0 +1,302 @@
+"""LightningRL: enqueue n rollouts per task -> wait -> credit -> train (verl) -> publish -> repeat."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
+from algorithm.evaluate import EvaluationResult
+from lightningrl.advantages import compute_advantages
+from lightningrl.config import LightningRLConfig
+from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, collate
+from lightningrl.metrics import MetricsLog, plot_reward_curve
+from lightningrl.reload import reload_endpoints
+from lightningrl.trainer.protocol import Trainer
+from lightningstore import LLM, LightningStore, ResourceVersion, RolloutStatus
+
+TRAINED_MARK = "lightningrl.trained_step"
+
+
+class LightningRL(Algorithm):
+    """The RL algorithm. Training moves the resource's `latest` pointer only; `approved` is the gate's."""
+
+    name = "lightningrl"
+
+    def __init__(
+        self,
+        store: LightningStore,
+        train_tasks: Sequence[Task],
+        val_tasks: Sequence[Task] = (),
+        config: LightningRLConfig | None = None,
+        *,
+        trainer: Trainer | None = None,
+        console: Console | None = None,
+    ) -> None:
+        super().__init__(store)
+        if not train_tasks:
+            raise ValueError("train_tasks must not be empty")
+        self.config = config or LightningRLConfig()
+        self.train_tasks = list(train_tasks)
+        self.val_tasks = list(val_tasks)
+        self.trainer = trainer
+        self.console = console or Console()
+        self.metrics = MetricsLog(self.config.output_dir / "metrics.csv")
+        self.credit_totals = CreditReport()
+        self._rng = random.Random(self.config.seed)
+        self._order: list[Task] = []
+        self.version: ResourceVersion | None = None
+        self.resources_id: str | None = None
+
+    # ---- setup -----------------------------------------------------------------------------------
+
+    async def _start(self) -> LLM:
+        version = await self.store.get_latest_version(self.config.resource_name)
+        if version is None:
+            raise LookupError(
+                f"no version of resource {self.config.resource_name!r} is published; publish one first"
+            )
+        llm = version.resource
+        if not isinstance(llm, LLM) or not llm.checkpoint:
+            raise ValueError(
+                f"resource {self.config.resource_name!r} must be an LLM with a checkpoint to train"
+            )
+        self.version = version
+        self.resources_id = (
+            await self.store.add_resource_set({self.config.resource_name: version.version_id})
+        ).resources_id
+        if self.trainer is None:
+            from lightningrl.trainer import VerlActorTrainer
+
+            self.trainer = await asyncio.to_thread(VerlActorTrainer, llm.checkpoint, self.config.trainer)
+        return llm
+
+    def _next_tasks(self) -> list[Task]:
+        """Shuffled passes over the train tasks (epochs), `tasks_per_step` at a time."""
+        out: list[Task] = []
+        while len(out) < self.config.tasks_per_step:
+            if not self._order:
+                self._order = list(self.train_tasks)
+                self._rng.shuffle(self._order)
+            out.append(self._order.pop())
+        return out
+
+    # ---- the loop --------------------------------------------------------------------------------
+
+    async def run(self) -> MetricsLog:
+        """Train for `config.steps` steps, validating every `val_every`; returns the metrics."""
+        llm = await self._start()
+        cfg = self.config
+        with self._progress() as progress:
+            bar = progress.add_task("RL steps", total=cfg.steps, info="")
+            for step in range(1, cfg.steps + 1):
+                t0 = time.perf_counter()
+                enqueued = await self.enqueue_tasks(
+                    self._next_tasks(),
+                    n=cfg.rollouts_per_task,
+                    resources_id=self.resources_id,
+                    group_prefix=f"s{step}/",
+                )
+                outcomes = await self.wait_for(enqueued, timeout=cfg.step_timeout)
+                row: dict[str, Any] = {"step": step, "rollout_seconds": time.perf_counter() - t0}
+                row.update(outcome_metrics(outcomes, cfg.success_threshold, prefix="train"))
+                sequences, report = await self.collect(outcomes)
+                row.update(await self.update(step, llm, sequences))
+                row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
+                if cfg.val_every and (step % cfg.val_every == 0 or step == cfg.steps) and self.val_tasks:
+                    row.update(await self.validate(step))
+                row["step_seconds"] = time.perf_counter() - t0
+                self.metrics.log(row)
+                info = f"reward {row['train/reward_mean']:.2f}"
+                if "val/success" in row:
+                    info += f"  held-out {row['val/success']:.2f}"
+                progress.update(bar, advance=1, info=info)
+        plot_reward_curve(self.metrics, cfg.output_dir / "reward_curve.png")
+        return self.metrics
+
+    async def collect(
+        self, outcomes: Sequence[RolloutOutcome]
+    ) -> tuple[list[TrainingSequence], CreditReport]:
+        """Spans + rewards of each finished rollout's latest attempt -> training sequences."""
+        sequences: list[TrainingSequence] = []
+        report = CreditReport()
+        for outcome in outcomes:
+            if outcome.rollout.status != RolloutStatus.SUCCEEDED:
+                continue  # a crashed attempt's spans are partial: counted in train/failed, not trained on
+            rollout_id = outcome.rollout.rollout_id
+            spans = await self.store.query_spans(rollout_id, "latest")
+            result = assign_credit(
+                spans,
+                outcome.rewards,
+                agent_names=self.config.agent_names,
+                gamma=self.config.gamma,
+                reward_name=self.config.reward_name,
+                group_id=outcome.rollout.group_id,
+            )
+            sequences += result.sequences
+            report = report + result.report
+        self.credit_totals = self.credit_totals + report
+        return sequences, report
+
+    async def update(self, step: int, llm: LLM, sequences: list[TrainingSequence]) -> dict[str, Any]:
+        """Advantages -> one verl actor update -> checkpoint -> publish a candidate -> reload servers."""
+        assert self.trainer is not None and self.version is not None
+        if not sequences:
+            return {"update/skipped": 1, "update/reason": "no sequences"}
+        batch = collate(sequences, pad_token_id=self._pad_token_id(llm))
+        adv = compute_advantages(batch, self.config.advantage)
+        row: dict[str, Any] = {
+            "update/sequences": len(batch),
+            "update/groups": adv.groups,
+            "update/dropped_groups": adv.dropped_groups,
+        }
+        if not bool(adv.keep.any()):
+            row.update({"update/skipped": 1, "update/reason": "every group had equal rewards"})
+            return row
+        t0 = time.perf_counter()
+        stats = await asyncio.to_thread(
+            self.trainer.train_step, batch.select(adv.keep), adv.advantages[adv.keep]
+        )
+        row.update({f"actor/{k}": v for k, v in stats.items()})
+        checkpoint = await asyncio.to_thread(
+            self.trainer.save_checkpoint, self.config.output_dir / "checkpoints" / f"step-{step:04d}"
+        )
+        row["update/train_seconds"] = time.perf_counter() - t0
+        summary = {k: v for k, v in row.items() if isinstance(v, int | float)}
+        version, resource_set = await self.publish(
+            self.config.resource_name,
+            llm.model_copy(update={"checkpoint": str(checkpoint)}),
+            parent_id=self.version.version_id,
+            artifact=str(checkpoint),
+            metadata={"step": step, "metrics": summary, "algorithm_config": _config_summary(self.config)},
+        )
+        self.version, self.resources_id = version, resource_set.resources_id
+        if self.config.reload_servers:
+            await reload_endpoints(llm.endpoints, str(checkpoint))
+        row["update/version_id"] = version.version_id
+        return row
+
+    async def validate(self, step: int | None = None) -> dict[str, float]:
+        """Held-out success of the current version."""
+        result = await self.evaluate(self.val_tasks, group_prefix=f"val{step}/" if step else "val/")
+        row = {"val/success": result.success_rate, "val/reward_mean": result.mean_reward}
+        row.update({f"val/success[{k}]": v for k, v in result.by_tag.items()})
+        return row
+
+    async def evaluate(self, tasks: Sequence[Task], *, group_prefix: str = "eval/") -> EvaluationResult:
+        return await Evaluate(
+            self.store,
+            tasks,
+            resources_id=self.resources_id,
+            n=self.config.val_rollouts_per_task,
+            mode=self.config.val_mode,
+            timeout=self.config.step_timeout,
+            success_threshold=self.config.success_threshold,
+            group_prefix=group_prefix,
+        ).run()
+
+    # ---- continuous mode ---------------------------------------------------------------------------
+
+    async def run_continuous(
+        self,
+        *,
+        max_steps: int,
+        min_rollouts: int = 32,
+        poll_interval: float = 1.0,
+        idle_timeout: float = 60.0,
+    ) -> MetricsLog:
+        """Train on rollouts that OTHERS enqueue (e.g. production traffic in train mode): poll the store
+        for finished, not-yet-trained train rollouts; train once `min_rollouts` have gathered. Trained
+        rollouts are marked in their metadata, so a restarted loop never trains on one twice."""
+        llm = await self._start()
+        steps = 0
+        idle_since = time.monotonic()
+        while steps < max_steps:
+            fresh = await self._untrained_rollouts()
+            if len(fresh) < min_rollouts:
+                if time.monotonic() - idle_since > idle_timeout:
+                    break
+                await asyncio.sleep(poll_interval)
+                continue
+            steps += 1
+            outcomes = [
+                RolloutOutcome(
+                    rollout=r,
+                    task=Task(task_id=r.group_id or r.rollout_id, input=r.input),
+                    reward=None,
+                    rewards=await self.store.query_rewards(r.rollout_id),
+                )
+                for r in fresh
+            ]
+            for o in outcomes:
+                o.reward = next((w.value for w in reversed(o.rewards) if w.primary), None)
+            row: dict[str, Any] = {"step": steps}
+            row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
+            sequences, report = await self.collect(outcomes)
+            row.update(await self.update(steps, llm, sequences))
+            row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
+            for r in fresh:
+                await self.store.update_rollout(r.rollout_id, metadata={**r.metadata, TRAINED_MARK: steps})
+            self.metrics.log(row)
+            idle_since = time.monotonic()
+        if self.metrics.rows:
+            plot_reward_curve(self.metrics, self.config.output_dir / "reward_curve.png")
+        return self.metrics
+
+    async def _untrained_rollouts(self) -> list:
+        done = await self.store.query_rollouts(status=["succeeded"], mode="train", sort_by="end_time")
+        return [r for r in done if TRAINED_MARK not in r.metadata]
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _pad_token_id(self, llm: LLM) -> int:
+        config = json.loads((Path(llm.checkpoint or "") / "config.json").read_text())
+        return int(config.get("pad_token_id") or 0)
+
+    def _progress(self) -> Progress:
+        return Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=self.console,
+            disable=not self.config.show_progress,
+        )
+
+
+def outcome_metrics(outcomes: Sequence[RolloutOutcome], threshold: float, *, prefix: str) -> dict[str, float]:
+    """Mean reward, success rate, failures and per-tag success of a batch of outcomes."""
+    rewards = [o.reward or 0.0 for o in outcomes]
+    row = {
+        f"{prefix}/rollouts": float(len(outcomes)),
+        f"{prefix}/reward_mean": sum(rewards) / max(1, len(rewards)),
+        f"{prefix}/success": sum(1 for r in rewards if r >= threshold) / max(1, len(rewards)),
+        f"{prefix}/failed": float(sum(1 for o in outcomes if not o.succeeded)),
+    }
+    by_tag: dict[str, list[float]] = defaultdict(list)
+    for o in outcomes:
+        for key, value in o.task.tags.items():
+            by_tag[f"{key}={value}"].append(1.0 if (o.reward or 0.0) >= threshold else 0.0)
+    row.update({f"{prefix}/success[{k}]": sum(v) / len(v) for k, v in sorted(by_tag.items())})
+    return row
+
+
+def _config_summary(config: LightningRLConfig) -> dict[str, Any]:
+    return {
+        "rollouts_per_task": config.rollouts_per_task,
+        "tasks_per_step": config.tasks_per_step,
+        "estimator": config.advantage.estimator,
+        "lr": config.trainer.lr,
+        "gamma": config.gamma,
+        "seed": config.seed,
+    }

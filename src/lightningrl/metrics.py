@@ -1,0 +1,67 @@
+"""Training metrics: appended to a CSV as they come, and drawn as a reward-curve PNG."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLog:
+    """Rows of metrics (one per step); every row is also appended to `csv_path` at once."""
+
+    def __init__(self, csv_path: str | Path | None = None) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.csv_path = Path(csv_path) if csv_path else None
+        self._columns: list[str] = []
+
+    def log(self, row: dict[str, Any]) -> None:
+        self.rows.append(dict(row))
+        if self.csv_path is None:
+            return
+        self.csv_path.parent.mkdir(parents=True, exist_ok=True)
+        new_columns = [k for k in row if k not in self._columns]
+        if new_columns or not self.csv_path.exists():
+            # A new column: rewrite the file so every row has the full header.
+            self._columns += new_columns
+            with self.csv_path.open("w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=self._columns)
+                writer.writeheader()
+                writer.writerows(self.rows)
+            return
+        with self.csv_path.open("a", newline="") as fh:
+            csv.DictWriter(fh, fieldnames=self._columns).writerow(row)
+
+    def column(self, key: str) -> list[tuple[int, float]]:
+        """(step, value) for every row that has `key`."""
+        return [(int(r["step"]), float(r[key])) for r in self.rows if r.get(key) is not None and "step" in r]
+
+
+def plot_reward_curve(log: MetricsLog, path: str | Path, *, title: str = "LightningRL training") -> Path:
+    """Train reward per step and held-out success at each validation, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    train = log.column("train/reward_mean")
+    if train:
+        ax.plot(
+            *zip(*train, strict=True), label="train reward (mean over rollouts)", color="tab:blue", alpha=0.8
+        )
+    val = log.column("val/success")
+    if val:
+        ax.plot(*zip(*val, strict=True), "o-", label="held-out success", color="tab:orange")
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("reward / success")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title(title)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
