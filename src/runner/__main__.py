@@ -1,0 +1,5 @@
+import sys
+
+from runner.command import main
+
+sys.exit(main())

@@ -1,0 +1,239 @@
+"""AttemptExecution: run one claimed rollout end to end (heartbeat, resources, agent, timeout, rewards, finish)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Status, StatusCode
+
+from lightningstore import (
+    AttemptedRollout,
+    AttemptStatus,
+    IllegalTransitionError,
+    LightningStore,
+    NotFoundError,
+)
+from runner.agent import LitAgent
+from runner.context import AttemptContext, attempt_scope
+from runner.resources import AgentResources, build_resources, resolve_versions
+from runner.reward import record_reward, rewards_from_result
+from runner.sink import SpanSink
+from runner.threads import run_in_daemon_thread
+from runner.trace import record_error
+from runner.tracer import AttemptTracer
+
+log = logging.getLogger("runner.attempt")
+ROOT_SPAN_NAME = "lightningrl.rollout"
+RUNNER_STOPPED = "runner stopped"
+CANCEL_GRACE_SECONDS = 5.0
+FLUSH_TRIES = 3
+
+
+class CancelReason(StrEnum):
+    TIMEOUT = "timeout"
+    STOPPED = "stopped"
+    ENDED_ELSEWHERE = "ended elsewhere"
+
+
+@dataclass(frozen=True)
+class AttemptSettings:
+    proxy_url: str | None
+    agent_key_secret: str | None
+    production: bool
+    heartbeat_interval: float
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """How the attempt ended; `status` None means someone else (watchdog, cancel) ended it."""
+
+    status: AttemptStatus | None
+    failure_reason: str | None = None
+
+
+def format_failure(error: BaseException) -> str:
+    """The exception with its traceback, as a failure reason."""
+    return "".join(traceback.format_exception(error)).rstrip()
+
+
+class AttemptExecution:
+    """One attempt of one claimed rollout, run by one worker."""
+
+    def __init__(
+        self,
+        store: LightningStore,
+        agent: LitAgent,
+        claim: AttemptedRollout,
+        settings: AttemptSettings,
+        sink_factory: Callable[[str, str], SpanSink],
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.claim = claim
+        self.settings = settings
+        self.rollout_id = claim.rollout_id
+        self.attempt_id = claim.attempt_id
+        self.sink = sink_factory(self.rollout_id, self.attempt_id)
+        self.recorder = AttemptTracer(
+            store, self.sink, self.rollout_id, self.attempt_id, agent_name=agent.name
+        )
+        self.context = AttemptContext(
+            store, self.rollout_id, self.attempt_id, claim.rollout.mode.value, self.recorder
+        )
+        self.cancel_reason: CancelReason | None = None
+        self._agent_task: asyncio.Task[Any] | None = None
+
+    def cancel(self, reason: CancelReason) -> None:
+        """Stop the agent now; the attempt ends according to `reason`."""
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        if self._agent_task is not None and not self._agent_task.done():
+            self._agent_task.cancel()
+
+    async def run(self) -> AttemptOutcome:
+        """Run the agent and end the attempt; never raises for the agent's faults."""
+        heartbeat = asyncio.create_task(self._heartbeat_loop(), name=f"heartbeat-{self.attempt_id}")
+        try:
+            outcome = await self._run_agent()
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        flush_error = await self._final_flush()
+        if flush_error is not None and outcome.status == AttemptStatus.SUCCEEDED:
+            outcome = AttemptOutcome(
+                AttemptStatus.FAILED, f"spans or rewards could not be stored: {flush_error}"
+            )
+        outcome = await self._finish(outcome)
+        self.recorder.close()
+        self.sink.close()
+        return outcome
+
+    async def _run_agent(self) -> AttemptOutcome:
+        timeout = self.claim.rollout.config.timeout_seconds
+        self._agent_task = asyncio.create_task(self._invoke(), name=f"agent-{self.attempt_id}")
+        if self.cancel_reason is not None:  # stopped or ended before the task existed
+            self._agent_task.cancel()
+        done, _ = await asyncio.wait({self._agent_task}, timeout=timeout)
+        if not done:
+            self.cancel(CancelReason.TIMEOUT)
+            await asyncio.wait({self._agent_task}, timeout=CANCEL_GRACE_SECONDS)
+            if not self._agent_task.done():
+                log.warning("agent of attempt %s ignored cancellation; abandoning it", self.attempt_id)
+        if self.cancel_reason is not None:
+            return self._cancelled_outcome(timeout)
+        if self._agent_task.cancelled():
+            return AttemptOutcome(AttemptStatus.FAILED, "the agent was cancelled from inside")
+        error = self._agent_task.exception()
+        if error is not None:
+            return AttemptOutcome(AttemptStatus.FAILED, format_failure(error))
+        return AttemptOutcome(AttemptStatus.SUCCEEDED)
+
+    def _cancelled_outcome(self, timeout: float | None) -> AttemptOutcome:
+        if self.cancel_reason == CancelReason.TIMEOUT:
+            return AttemptOutcome(AttemptStatus.TIMEOUT, f"rollout exceeded its timeout of {timeout}s")
+        if self.cancel_reason == CancelReason.STOPPED:
+            return AttemptOutcome(AttemptStatus.FAILED, RUNNER_STOPPED)
+        return AttemptOutcome(None)
+
+    async def _invoke(self) -> None:
+        """Resolve resources, run the agent inside the attempt's context and root span, record rewards."""
+        tracer = self.recorder.tracer
+        with (
+            attempt_scope(self.context),
+            tracer.start_as_current_span(
+                ROOT_SPAN_NAME,
+                context=otel_context.Context(),
+                attributes={"lightningrl.mode": self.context.mode},
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span,
+        ):
+            try:
+                resources = await self._resources()
+                result = await self._call_agent(resources)
+                for name, value, primary in rewards_from_result(result):
+                    record_reward(self.context, value, name=name, primary=primary)
+            except asyncio.CancelledError:
+                reason = self.cancel_reason.value if self.cancel_reason else "cancelled"
+                span.add_event("cancelled", {"reason": reason})
+                span.set_status(Status(StatusCode.ERROR, f"agent cancelled: {reason}"))
+                raise
+            except BaseException as error:
+                record_error(span, error)
+                raise
+
+    async def _resources(self) -> AgentResources:
+        rollout = self.claim.rollout
+        versions = await resolve_versions(self.store, rollout, production=self.settings.production)
+        return build_resources(
+            versions,
+            rollout,
+            self.attempt_id,
+            proxy_url=self.settings.proxy_url,
+            agent_key_secret=self.settings.agent_key_secret,
+        )
+
+    async def _call_agent(self, resources: AgentResources) -> Any:
+        task = self.claim.rollout.input
+        if self.agent.is_async:
+            result = await self.agent.rollout(task, resources)
+        else:
+            result = await run_in_daemon_thread(self.agent.rollout, task, resources)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _heartbeat_loop(self) -> None:
+        """Heartbeat now and every interval, flushing buffered spans; stop the agent if the attempt ended."""
+        while True:
+            try:
+                await self.store.heartbeat(
+                    self.rollout_id, self.attempt_id, worker_id=self.settings.worker_id
+                )
+            except (IllegalTransitionError, NotFoundError) as error:
+                log.warning("attempt %s ended elsewhere (%s); stopping its agent", self.attempt_id, error)
+                self.cancel(CancelReason.ENDED_ELSEWHERE)
+                return
+            except Exception:
+                log.exception("heartbeat of attempt %s failed; retrying next interval", self.attempt_id)
+            try:
+                await self.recorder.flush()
+            except Exception:
+                log.exception("flushing spans of attempt %s failed; retrying next interval", self.attempt_id)
+            await asyncio.sleep(self.settings.heartbeat_interval)
+
+    async def _final_flush(self) -> str | None:
+        """Deliver the last spans and rewards (bounded tries); the error text if they could not be."""
+        error: str | None = None
+        for attempt in range(FLUSH_TRIES):
+            try:
+                await self.recorder.flush()
+                return None
+            except Exception as exc:  # noqa: BLE001 - reported in the outcome
+                error = f"{type(exc).__name__}: {exc}"
+                log.warning("flush %d of attempt %s failed: %s", attempt + 1, self.attempt_id, error)
+                await asyncio.sleep(0.2 * (attempt + 1))
+        return error
+
+    async def _finish(self, outcome: AttemptOutcome) -> AttemptOutcome:
+        if outcome.status is None:
+            return outcome
+        try:
+            await self.store.update_attempt(
+                self.rollout_id, self.attempt_id, status=outcome.status, failure_reason=outcome.failure_reason
+            )
+        except (IllegalTransitionError, NotFoundError) as error:
+            log.warning("attempt %s was ended elsewhere before it finished (%s)", self.attempt_id, error)
+            return AttemptOutcome(None, str(error))
+        return outcome

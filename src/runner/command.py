@@ -1,0 +1,83 @@
+"""The `runner` command: options, and running a Runner until done or signalled (SIGINT/SIGTERM stop it)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+
+from runner.loader import load_agent, open_store
+from runner.runner import Runner
+
+AGENT_SECRET_ENV = "LIGHTNINGRL_AGENT_SECRET"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", required=True, help="store server URL (http://...) or database URL / SQLite path"
+    )
+    parser.add_argument(
+        "--agent", required=True, help="the agent as module:function (or module:LitAgentClass)"
+    )
+    parser.add_argument("--workers", type=int, default=4, help="concurrent rollouts (default 4)")
+    parser.add_argument("--proxy-url", help="the LLM proxy root, e.g. http://127.0.0.1:4747/proxy")
+    parser.add_argument("--production", action="store_true", help="use each resource's approved version")
+    parser.add_argument("--token", help="bearer token for a store URL (default $LIGHTNINGRL_RUNNER_TOKEN)")
+    parser.add_argument("--max-rollouts", type=int, help="stop after this many rollouts")
+    parser.add_argument("--idle-timeout", type=float, help="stop after this many seconds without work")
+    parser.add_argument("--heartbeat-interval", type=float, default=5.0)
+    parser.add_argument("--poll-interval", type=float, default=0.05)
+    parser.add_argument(
+        "--stop-timeout", type=float, default=30.0, help="grace for in-flight rollouts on stop"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no live progress display")
+    parser.add_argument("--log-level", default="warning")
+
+
+async def _run(args: argparse.Namespace) -> int:
+    store = open_store(args.store, args.token)
+    runner = Runner(
+        store,
+        load_agent(args.agent),
+        workers=args.workers,
+        proxy_url=args.proxy_url,
+        agent_key_secret=os.environ.get(AGENT_SECRET_ENV) or None,
+        production=args.production,
+        heartbeat_interval=args.heartbeat_interval,
+        poll_interval=args.poll_interval,
+        show_progress=not args.no_progress,
+        stop_timeout=args.stop_timeout,
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, runner.stop)
+    try:
+        summary = await runner.run(max_rollouts=args.max_rollouts, idle_timeout=args.idle_timeout)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await store.close()
+    print(
+        f"claimed={summary.claimed} succeeded={summary.succeeded} failed={summary.failed} "
+        f"timed_out={summary.timed_out} ended_elsewhere={summary.ended_elsewhere}",
+        flush=True,
+    )
+    return 0
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run the runner the parsed arguments describe; 0 when it stopped cleanly."""
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.workers < 1:
+        raise SystemExit(f"--workers must be at least 1, got {args.workers}")
+    return asyncio.run(_run(args))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m runner", description="Run an agent on a store's rollouts."
+    )
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))

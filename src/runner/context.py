@@ -1,0 +1,76 @@
+"""The attempt a piece of code runs in, carried by a contextvar so concurrent rollouts never mix."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+    from lightningstore import LightningStore
+    from runner.tracer import AttemptTracer
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """What instrumentation needs to record into one attempt."""
+
+    store: LightningStore
+    rollout_id: str
+    attempt_id: str
+    mode: str
+    recorder: AttemptTracer
+
+    @property
+    def tracer(self) -> Tracer:
+        return self.recorder.tracer
+
+
+_current: contextvars.ContextVar[AttemptContext | None] = contextvars.ContextVar(
+    "lightningrl_attempt", default=None
+)
+_agent_name: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "lightningrl_agent_name", default=None
+)
+
+
+def current_attempt() -> AttemptContext | None:
+    """The attempt the calling code runs in, or None outside a rollout."""
+    return _current.get()
+
+
+def require_attempt(what: str) -> AttemptContext:
+    """The current attempt; RuntimeError naming `what` when called outside a rollout."""
+    context = _current.get()
+    if context is None:
+        raise RuntimeError(f"{what} must be called inside a rollout run by a Runner (no attempt is active)")
+    return context
+
+
+@contextmanager
+def attempt_scope(context: AttemptContext) -> Iterator[AttemptContext]:
+    """Make `context` the current attempt inside the block."""
+    token = _current.set(context)
+    try:
+        yield context
+    finally:
+        _current.reset(token)
+
+
+def current_agent_name() -> str | None:
+    """The agent name spans started now are tagged with (`lightningrl.agent_name`)."""
+    return _agent_name.get()
+
+
+@contextmanager
+def agent_name(name: str | None) -> Iterator[None]:
+    """Tag spans started inside the block with `lightningrl.agent_name` (for multi-agent selection)."""
+    token = _agent_name.set(name)
+    try:
+        yield
+    finally:
+        _agent_name.reset(token)

@@ -1,0 +1,184 @@
+"""Instrument the `openai` client (sync and async chat.completions / completions) with LLM spans.
+
+For agents that call a model directly: calls made inside a rollout record one LLM span with GenAI
+attributes and, when the backend returns them (vLLM `return_token_ids`), exact token ids and logprobs.
+Calls through the LightningRL proxy are not recorded (the proxy records them); they get the
+current span as W3C `traceparent` and the agent name as a header, so the proxy's span joins the trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.trace import SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from lightningstore import semconv
+from runner.context import AttemptContext, current_agent_name, current_attempt
+from runner.instrument.llm_span import request_attributes, response_attributes
+from runner.trace import record_error
+
+PROXY_MARK = "/proxy/rollout/"
+AGENT_NAME_HEADER = "x-lightningrl-agent-name"
+SPAN_NAMES = {"chat": semconv.LLM_SPAN_NAME, "text_completion": "text_completion"}
+
+
+@dataclass
+class _State:
+    originals: dict[tuple[type, str], Callable[..., Any]]
+    request_token_ids: bool = False
+
+
+_state = _State(originals={})
+
+
+def is_proxy_url(base_url: str) -> bool:
+    """Whether a base URL points at the LightningRL proxy (whose calls are recorded there)."""
+    return PROXY_MARK in base_url
+
+
+def _targets() -> list[tuple[type, str, bool]]:
+    from openai.resources.chat.completions import AsyncCompletions as AsyncChat
+    from openai.resources.chat.completions import Completions as Chat
+    from openai.resources.completions import AsyncCompletions, Completions
+
+    return [
+        (Chat, "chat", False),
+        (AsyncChat, "chat", True),
+        (Completions, "text_completion", False),
+        (AsyncCompletions, "text_completion", True),
+    ]
+
+
+def instrument_openai(request_token_ids: bool = False) -> None:
+    """Patch the openai client classes (idempotent).
+
+    `request_token_ids` adds `return_token_ids` (and logprobs) to each instrumented request: only for
+    backends that accept it (vLLM, the LightningRL inference server).
+    """
+    _state.request_token_ids = request_token_ids
+    for cls, operation, is_async in _targets():
+        if (cls, "create") in _state.originals:
+            continue
+        original = cls.create
+        _state.originals[(cls, "create")] = original
+        wrapper = _async_wrapper(original, operation) if is_async else _sync_wrapper(original, operation)
+        cls.create = wrapper  # type: ignore[method-assign]
+
+
+def uninstrument_openai() -> None:
+    """Restore the original openai methods."""
+    for (cls, name), original in list(_state.originals.items()):
+        setattr(cls, name, original)
+    _state.originals.clear()
+
+
+def _base_url(resource: Any) -> str:
+    client = getattr(resource, "_client", None)
+    return str(getattr(client, "base_url", ""))
+
+
+def _should_record(resource: Any, kwargs: dict[str, Any]) -> AttemptContext | None:
+    context = current_attempt()
+    if context is None or kwargs.get("stream") or is_proxy_url(_base_url(resource)):
+        return None
+    return context
+
+
+def _with_proxy_headers(resource: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """For a proxied call inside a rollout: add `traceparent` and the agent name header."""
+    context = current_attempt()
+    if context is None or not is_proxy_url(_base_url(resource)):
+        return kwargs
+    headers: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(headers)
+    name = current_agent_name() or context.recorder.agent_name
+    if name:
+        headers[AGENT_NAME_HEADER] = name
+    return {**kwargs, "extra_headers": {**headers, **(kwargs.get("extra_headers") or {})}}
+
+
+def _with_token_request(operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    if not _state.request_token_ids:
+        return kwargs
+    extra_body = dict(kwargs.get("extra_body") or {})
+    extra_body.setdefault("return_token_ids", True)
+    updated = {**kwargs, "extra_body": extra_body}
+    if kwargs.get("logprobs") in (None, False):
+        updated["logprobs"] = True if operation == "chat" else 0
+    return updated
+
+
+def _body(response: Any) -> dict[str, Any] | None:
+    """The response as a dict; `with_raw_response` calls (LangChain's) are parsed (the parse is cached)."""
+    if not callable(getattr(response, "model_dump", None)) and callable(getattr(response, "parse", None)):
+        response = response.parse()
+    dump = getattr(response, "model_dump", None)
+    return dump() if callable(dump) else None
+
+
+def _finish(span: Any, response: Any, started: float) -> None:
+    body = _body(response)
+    if body is not None:
+        span.set_attributes(response_attributes(body))
+    span.set_attribute(semconv.LLM_LATENCY_MS, (time.perf_counter() - started) * 1000.0)
+
+
+def _sync_wrapper(original: Callable[..., Any], operation: str) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        context = _should_record(self, kwargs)
+        if context is None:
+            kwargs = _with_proxy_headers(self, kwargs)
+            return original(self, *args, **kwargs)
+        kwargs = _with_token_request(operation, kwargs)
+        attributes = request_attributes(operation, kwargs, _base_url(self))
+        with context.tracer.start_as_current_span(
+            SPAN_NAMES[operation],
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            started = time.perf_counter()
+            try:
+                response = original(self, *args, **kwargs)
+            except BaseException as error:
+                record_error(span, error)
+                raise
+            _finish(span, response, started)
+            return response
+
+    return create
+
+
+def _async_wrapper(original: Callable[..., Any], operation: str) -> Callable[..., Any]:
+    @functools.wraps(original)
+    async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        context = _should_record(self, kwargs)
+        if context is None:
+            kwargs = _with_proxy_headers(self, kwargs)
+            return await original(self, *args, **kwargs)
+        kwargs = _with_token_request(operation, kwargs)
+        attributes = request_attributes(operation, kwargs, _base_url(self))
+        with context.tracer.start_as_current_span(
+            SPAN_NAMES[operation],
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            started = time.perf_counter()
+            try:
+                response = await original(self, *args, **kwargs)
+            except BaseException as error:
+                record_error(span, error)
+                raise
+            _finish(span, response, started)
+            return response
+
+    return create

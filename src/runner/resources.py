@@ -1,0 +1,139 @@
+"""What an agent gets for one attempt: its LLMs (pointed at the proxy), prompt templates and ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from lightningstore import LLM, LightningStore, PromptTemplate, ResourceVersion, Rollout
+from lightningstore.server.agent_key import agent_key
+
+DEFAULT_API_KEY = "lightningrl"
+
+
+class ResourceResolutionError(RuntimeError):
+    """The rollout's resources could not be resolved."""
+
+
+@dataclass(frozen=True)
+class ResolvedLLM:
+    """An LLM resource as one attempt should call it."""
+
+    base_url: str
+    model: str
+    api_key: str
+    sampling: dict[str, Any] = field(default_factory=dict)
+    version_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentResources:
+    """The resources, ids and mode of the attempt an agent runs in."""
+
+    rollout_id: str
+    attempt_id: str
+    mode: str
+    llms: dict[str, ResolvedLLM] = field(default_factory=dict)
+    prompts: dict[str, PromptTemplate] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    """Resource name -> the version id this attempt uses."""
+    api_key: str = DEFAULT_API_KEY
+    """The attempt's agent key (or the placeholder when no secret is configured)."""
+    timeout_seconds: float | None = None
+    """The rollout's `config.timeout_seconds` (the runner cancels the agent after it)."""
+
+    @property
+    def llm(self) -> ResolvedLLM:
+        """The single LLM resource; an error naming the choices when there are none or several."""
+        if len(self.llms) != 1:
+            raise LookupError(
+                f"resources.llm needs exactly one LLM resource, this rollout has {sorted(self.llms)}: "
+                "use resources.llms[name]"
+            )
+        return next(iter(self.llms.values()))
+
+
+def proxy_base_url(proxy_url: str, rollout_id: str, attempt_id: str, mode: str) -> str:
+    """The OpenAI base URL of the LLM proxy for one attempt and mode."""
+    root = proxy_url.rstrip("/")
+    return f"{root}/rollout/{quote(rollout_id, safe='')}/attempt/{quote(attempt_id, safe='')}/mode/{mode}/v1"
+
+
+def attempt_api_key(secret: str | None, rollout_id: str, attempt_id: str) -> str:
+    """The attempt's agent key when a secret is configured, else the placeholder key."""
+    return agent_key(secret, rollout_id, attempt_id) if secret else DEFAULT_API_KEY
+
+
+async def resolve_versions(
+    store: LightningStore, rollout: Rollout, *, production: bool
+) -> list[ResourceVersion]:
+    """The versions an attempt uses: the rollout's set (its `approved` pointers in production)."""
+    if rollout.resources_id is not None:
+        bound = await store.get_resources_by_id(rollout.resources_id)
+        if bound is None:
+            raise ResourceResolutionError(
+                f"rollout {rollout.rollout_id} names unknown resources_id {rollout.resources_id!r}"
+            )
+        names = list(bound.versions)
+        versions = list(bound.versions.values())
+    else:
+        bound = await store.get_latest_resources()
+        versions = list(bound.versions.values()) if bound is not None else []
+        names = [v.name for v in versions]
+        if production and bound is None:
+            names = sorted({v.name for v in await store.list_resource_versions()})
+    if not production:
+        return versions
+    approved: list[ResourceVersion] = []
+    for name in names:
+        version = await store.get_approved_version(name)
+        if version is None:
+            raise ResourceResolutionError(f"resource {name!r} has no approved version (production mode)")
+        approved.append(version)
+    return approved
+
+
+def build_resources(
+    versions: list[ResourceVersion],
+    rollout: Rollout,
+    attempt_id: str,
+    *,
+    proxy_url: str | None,
+    agent_key_secret: str | None,
+) -> AgentResources:
+    """AgentResources for one attempt from its resolved versions."""
+    mode = rollout.mode.value
+    key = attempt_api_key(agent_key_secret, rollout.rollout_id, attempt_id)
+    llms: dict[str, ResolvedLLM] = {}
+    prompts: dict[str, PromptTemplate] = {}
+    for version in versions:
+        resource = version.resource
+        if isinstance(resource, LLM):
+            base_url = (
+                proxy_base_url(proxy_url, rollout.rollout_id, attempt_id, mode)
+                if proxy_url
+                else resource.endpoints[0]
+            )
+            sampling = {**resource.sampling, **resource.sampling_by_mode.get(mode, {})}
+            llms[version.name] = ResolvedLLM(
+                base_url=base_url,
+                model=resource.model,
+                api_key=key,
+                sampling=sampling,
+                version_id=version.version_id,
+                name=version.name,
+            )
+        else:
+            prompts[version.name] = resource
+    return AgentResources(
+        rollout_id=rollout.rollout_id,
+        attempt_id=attempt_id,
+        mode=mode,
+        llms=llms,
+        prompts=prompts,
+        versions={v.name: v.version_id for v in versions},
+        api_key=key,
+        timeout_seconds=rollout.config.timeout_seconds,
+    )
