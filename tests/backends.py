@@ -1,9 +1,12 @@
-"""Store backends the contract suite runs against: SQLite file, PostgreSQL, (HTTP client)."""
+"""Store backends the contract suite runs against: SQLite file, PostgreSQL, HTTP client."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -69,3 +72,83 @@ BACKENDS = {"sqlite": sqlite_backend, "postgres": postgres_backend}
 
 def pg_url_from_env() -> str | None:
     return os.environ.get("LIGHTNINGRL_TEST_PG_URL")
+
+
+class LiveServer:
+    """A real `python -m lightningstore.server` process on 127.0.0.1 over one database."""
+
+    def __init__(self, db: str | Path, log_path: Path, *, port: int | None = None, extra_args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
+        self.db = str(db)
+        self.port = port or free_port()
+        self.log_path = log_path
+        self.extra_args = extra_args
+        # Start from a dev-mode environment: role tokens set in the caller's shell must not leak in.
+        secret = [k for k in os.environ if k.startswith("LIGHTNINGRL_") and k.endswith(("_TOKEN", "_SECRET"))]
+        self.env = {**{k: v for k, v in os.environ.items() if k not in secret}, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> LiveServer:
+        """Start the process and return once /healthz answers (bounded by `timeout`)."""
+        import httpx
+
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lightningstore.server", "--db", self.db, "--port", str(self.port),
+             *self.extra_args],
+            stdout=log, stderr=subprocess.STDOUT, env=self.env,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"store server exited with {self.proc.returncode}: {self.log_path.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"store server did not become ready in {timeout}s: {self.log_path.read_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL the process (no shutdown hooks run) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@asynccontextmanager
+async def http_backend(tmp_path: Path, pg_server: Callable[[], str]) -> AsyncIterator[LightningStore]:
+    """A StoreClient talking to a real server process over a SQLite file."""
+    from lightningstore.client import StoreClient
+
+    server = LiveServer(tmp_path / "store.db", tmp_path / "server.log").start()
+    client = StoreClient(server.url)
+    try:
+        yield client
+    finally:
+        await client.close()
+        server.stop()
+
+
+BACKENDS["http"] = http_backend

@@ -35,15 +35,12 @@ from lightningstore.worker import Worker
 MAX_WAIT_PER_CALL = 30.0
 """The server answers a wait after at most this many seconds; the client waits again until its timeout."""
 
+# For answers without a known `code` (a proxy in between, an unknown route).
 _STATUS_FALLBACK: dict[int, type[StoreError]] = {
-    400: InvalidInputError,
-    401: PermissionDeniedError,
-    403: PermissionDeniedError,
+    **dict.fromkeys((400, 413, 415, 422), InvalidInputError),
+    **dict.fromkeys((401, 403), PermissionDeniedError),
     404: NotFoundError,
     409: ConflictError,
-    413: InvalidInputError,
-    415: InvalidInputError,
-    422: InvalidInputError,
 }
 _ERROR_ATTRIBUTES = ("field", "kind", "ident", "current", "new")
 
@@ -104,6 +101,57 @@ def error_from_response(response: httpx.Response) -> StoreError:
     return error
 
 
+class _ClientPool:
+    """httpx.AsyncClients of at most PER_CLIENT connections each, made on demand; a request goes to
+    the least busy one. httpcore scans every connection of its pool per request, so one pool of
+    many connections costs several times the CPU of several small pools under concurrency."""
+
+    PER_CLIENT = 4
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        *,
+        timeout: float,
+        max_connections: int,
+        transport: httpx.AsyncBaseTransport | None,
+    ) -> None:
+        self._make = lambda: httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(max_connections=self.PER_CLIENT, max_keepalive_connections=self.PER_CLIENT),
+        )
+        self._max_clients = 1 if transport is not None else max(1, -(-max_connections // self.PER_CLIENT))
+        self._clients: list[httpx.AsyncClient] = []
+        self._busy: list[int] = []
+
+    def _pick(self) -> int:
+        if self._clients:
+            index = min(range(len(self._busy)), key=self._busy.__getitem__)
+            if self._busy[index] < self.PER_CLIENT or len(self._clients) >= self._max_clients:
+                return index
+        self._clients.append(self._make())
+        self._busy.append(0)
+        return len(self._clients) - 1
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        index = self._pick()
+        self._busy[index] += 1
+        try:
+            return await self._clients[index].request(method, path, **kwargs)
+        finally:
+            self._busy[index] -= 1
+
+    async def aclose(self) -> None:
+        for client in self._clients:
+            await client.aclose()
+        self._clients.clear()
+        self._busy.clear()
+
+
 class StoreClient(LightningStore):
     """A LightningStore served by `lightningrl store serve`.
 
@@ -129,13 +177,16 @@ class StoreClient(LightningStore):
         self.base_url = base_url.rstrip("/")
         self.max_retries = max_retries
         self.retry_seconds = retry_seconds
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=headers,
+        self.retries = 0
+        """How many requests this client has re-sent (observability; tests use it)."""
+        self.auth_headers: dict[str, str] = {"authorization": f"Bearer {token}"} if token else {}
+        """The credentials header this client sends (empty in dev mode), e.g. for an OTLP exporter."""
+        self._pool = _ClientPool(
+            self.base_url,
+            self.auth_headers,
             timeout=timeout,
+            max_connections=max_connections,
             transport=transport,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
         )
 
     async def __aenter__(self) -> StoreClient:
@@ -145,7 +196,7 @@ class StoreClient(LightningStore):
         await self.close()
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._pool.aclose()
 
     # ---- transport ---------------------------------------------------------------------------
 
@@ -163,18 +214,14 @@ class StoreClient(LightningStore):
         content = body if body is None or isinstance(body, bytes) else orjson.dumps(body)
         headers = {"content-type": "application/json"} if content is not None else None
         query = {k: v for k, v in (params or {}).items() if v is not None}
+        wait = timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_seconds
         delay = 0.05
         for attempt in range(self.max_retries + 1):
             try:
-                response = await self._http.request(
-                    method,
-                    path,
-                    content=content,
-                    params=query,
-                    headers=headers,
-                    timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                response = await self._pool.request(
+                    method, path, content=content, params=query, headers=headers, timeout=wait
                 )
             except httpx.TransportError as exc:
                 never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
@@ -189,6 +236,7 @@ class StoreClient(LightningStore):
                 unavailable = status in (502, 503, 504) or (status >= 500 and idempotent)
                 if not unavailable or attempt == self.max_retries or loop.time() > deadline:
                     raise error_from_response(response)
+            self.retries += 1
             await asyncio.sleep(min(delay * random.uniform(0.5, 1.0), max(0.0, deadline - loop.time())))
             delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # the loop returns or raises on its last try
@@ -272,7 +320,12 @@ class StoreClient(LightningStore):
         worker_id: str | None | Unset = UNSET,
         metadata: dict[str, Any] | Unset = UNSET,
     ) -> Attempt:
-        fields = {"status": status, "failure_reason": failure_reason, "worker_id": worker_id, "metadata": metadata}
+        fields = {
+            "status": status,
+            "failure_reason": failure_reason,
+            "worker_id": worker_id,
+            "metadata": metadata,
+        }
         body = {k: v for k, v in fields.items() if v is not UNSET}
         path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}"
         return Attempt.model_validate_json(await self._call("PATCH", path, body))
@@ -288,10 +341,14 @@ class StoreClient(LightningStore):
     ) -> Rollout:
         fields = {"status": status, "metadata": metadata, "config": config, "resources_id": resources_id}
         body = {k: _dump(v) for k, v in fields.items() if v is not UNSET}
-        return Rollout.model_validate_json(await self._call("PATCH", f"/v1/rollouts/{_seg(rollout_id)}", body))
+        return Rollout.model_validate_json(
+            await self._call("PATCH", f"/v1/rollouts/{_seg(rollout_id)}", body)
+        )
 
     async def cancel_rollout(self, rollout_id: str) -> Rollout:
-        return Rollout.model_validate_json(await self._call("POST", f"/v1/rollouts/{_seg(rollout_id)}/cancel"))
+        return Rollout.model_validate_json(
+            await self._call("POST", f"/v1/rollouts/{_seg(rollout_id)}/cancel")
+        )
 
     async def wait_for_rollouts(
         self, rollout_ids: Sequence[str], *, timeout: float | None = None
@@ -326,7 +383,9 @@ class StoreClient(LightningStore):
         reward = reward if isinstance(reward, RewardIn) else RewardIn.model_validate(reward)
         if reward.reward_id is None:
             reward = reward.model_copy(update={"reward_id": _new_id("rw")})
-        return Reward.model_validate_json(await self._call("POST", "/v1/rewards", reward.model_dump_json().encode()))
+        return Reward.model_validate_json(
+            await self._call("POST", "/v1/rewards", reward.model_dump_json().encode())
+        )
 
     # ---- queries -----------------------------------------------------------------------------
 
@@ -372,7 +431,12 @@ class StoreClient(LightningStore):
         after_sequence_id: int | None = None,
         limit: int | None = None,
     ) -> list[Span]:
-        params = {"attempt_id": attempt_id, "name": name, "after_sequence_id": after_sequence_id, "limit": limit}
+        params = {
+            "attempt_id": attempt_id,
+            "name": name,
+            "after_sequence_id": after_sequence_id,
+            "limit": limit,
+        }
         path = f"/v1/rollouts/{_seg(rollout_id)}/spans"
         return _spans.validate_json(await self._call("GET", path, params=params))
 
@@ -437,7 +501,9 @@ class StoreClient(LightningStore):
         return _maybe_version.validate_json(data)
 
     async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
-        return _versions.validate_json(await self._call("GET", "/v1/resource-versions", params={"name": name}))
+        return _versions.validate_json(
+            await self._call("GET", "/v1/resource-versions", params={"name": name})
+        )
 
     async def move_pointer(
         self,
@@ -449,7 +515,9 @@ class StoreClient(LightningStore):
         reason: str = "",
     ) -> PointerMove:
         body = {"name": name, "pointer": pointer, "version_id": version_id, "actor": actor, "reason": reason}
-        return PointerMove.model_validate_json(await self._call("PUT", "/v1/pointers", body, idempotent=False))
+        return PointerMove.model_validate_json(
+            await self._call("PUT", "/v1/pointers", body, idempotent=False)
+        )
 
     async def query_pointer_history(
         self, name: str, pointer: Literal["latest", "approved"] | None = None

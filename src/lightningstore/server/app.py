@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from lightningstore.server.auth import declare_bearer_security
 from lightningstore.server.body_limit import BodyLimitMiddleware
 from lightningstore.server.error_handlers import install_error_handlers
 from lightningstore.server.raw_path import RawPathMiddleware
@@ -64,8 +65,10 @@ def create_app(
     app.state.store = store
     app.state.tokens = tokens or TokenConfig()
     app.state.max_body_bytes = max_body_bytes
-    for module in (system, rollouts, attempts, telemetry, resources, otlp):
+    # Hot paths first: routes are matched in order.
+    for module in (rollouts, telemetry, attempts, system, resources, otlp):
         app.include_router(module.router)
+    declare_bearer_security(app)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     app.add_middleware(RawPathMiddleware)

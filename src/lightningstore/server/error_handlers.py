@@ -62,7 +62,8 @@ def _validation_error(_: Request, exc: Exception) -> Response:
         given = err.get("input")
         shown = repr(given)[:100] if err.get("type") != "missing" else None
         reasons.append(f"{_field_of(tuple(err['loc']))}: {err['msg']}" + (f" (got {shown})" if shown else ""))
-    field = _field_of(tuple(errors[0]["loc"])).split(".")[0] if errors else "body"
+    names = [p for p in errors[0]["loc"][1:] if isinstance(p, str)] if errors else []
+    field = names[0] if names else "body"
     return error_response(422, "invalid_input", "; ".join(reasons) or "invalid request", {"field": field})
 
 

@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from pydantic import ValidationError
@@ -121,7 +121,6 @@ def _value(value: AnyValue) -> Any:
 def _attributes(pairs: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
-        assert isinstance(pair, KeyValue)
         out[pair.key] = _value(pair.value)
     return out
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,7 +11,7 @@ from lightningstore.rollout import RolloutConfig
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
 
 MAX_INT = 2**62
-Id = Field(min_length=1, max_length=200)
+IdStr = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class Body(BaseModel):
@@ -72,7 +72,7 @@ class QueryRolloutsBody(Body):
 
 
 class AddVersionBody(Body):
-    name: str = Id
+    name: IdStr
     resource: Resource
     parent_id: str | None = None
     created_by: str = "unknown"
@@ -92,9 +92,9 @@ class ResourceSetBody(Body):
 
 
 class MovePointerBody(Body):
-    name: str = Id
+    name: IdStr
     pointer: Pointer
-    version_id: str = Id
+    version_id: IdStr
     actor: str = Field(min_length=1, max_length=200)
     reason: str = ""
 

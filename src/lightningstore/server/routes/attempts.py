@@ -7,8 +7,7 @@ from fastapi import APIRouter, Request
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.server.agent_key import agent_key
-from lightningstore.server.auth import CallerDep
-from lightningstore.server.deps import StoreDep
+from lightningstore.server.auth import context
 from lightningstore.server.schemas import AgentKey, UpdateAttemptBody, WorkerRef
 from lightningstore.server.tokens import Permission
 
@@ -16,52 +15,52 @@ router = APIRouter(prefix="/v1/rollouts/{rollout_id:id}/attempts", tags=["attemp
 
 
 @router.post("")
-async def start_attempt(
-    store: StoreDep, caller: CallerDep, rollout_id: str, body: WorkerRef
-) -> AttemptedRollout:
+async def start_attempt(request: Request, rollout_id: str, body: WorkerRef) -> AttemptedRollout:
     """Open a new attempt of a waiting rollout (a manual claim)."""
+    store, caller = context(request)
     caller.require(Permission.CLAIM)
     return await store.start_attempt(rollout_id, worker_id=body.worker_id)
 
 
 @router.get("")
-async def query_attempts(store: StoreDep, caller: CallerDep, rollout_id: str) -> list[Attempt]:
+async def query_attempts(request: Request, rollout_id: str) -> list[Attempt]:
     """All attempts of a rollout, oldest first."""
+    store, caller = context(request)
     caller.require(Permission.READ_RUNTIME)
     return await store.query_attempts(rollout_id)
 
 
 @router.get("/latest")
-async def get_latest_attempt(store: StoreDep, caller: CallerDep, rollout_id: str) -> Attempt | None:
+async def get_latest_attempt(request: Request, rollout_id: str) -> Attempt | None:
     """The rollout's most recent attempt, or null."""
+    store, caller = context(request)
     caller.require(Permission.READ_RUNTIME)
     return await store.get_latest_attempt(rollout_id)
 
 
 @router.post("/{attempt_id:id}/heartbeat")
-async def heartbeat(
-    store: StoreDep, caller: CallerDep, rollout_id: str, attempt_id: str, body: WorkerRef
-) -> Attempt:
+async def heartbeat(request: Request, rollout_id: str, attempt_id: str, body: WorkerRef) -> Attempt:
     """Record that the attempt is alive."""
+    store, caller = context(request)
     caller.require(Permission.CLAIM)
     return await store.heartbeat(rollout_id, attempt_id, worker_id=body.worker_id)
 
 
 @router.patch("/{attempt_id:id}")
 async def update_attempt(
-    store: StoreDep, caller: CallerDep, rollout_id: str, attempt_id: str, body: UpdateAttemptBody
+    request: Request, rollout_id: str, attempt_id: str, body: UpdateAttemptBody
 ) -> Attempt:
     """Change the fields present in the body; `attempt_id` may be `latest`."""
+    store, caller = context(request)
     caller.require(Permission.CLAIM)
     fields = {k: getattr(body, k) for k in body.model_fields_set}
     return await store.update_attempt(rollout_id, attempt_id, **fields)
 
 
 @router.post("/{attempt_id:id}/agent-key")
-async def mint_agent_key(
-    request: Request, store: StoreDep, caller: CallerDep, rollout_id: str, attempt_id: str
-) -> AgentKey:
+async def mint_agent_key(request: Request, rollout_id: str, attempt_id: str) -> AgentKey:
     """The key that lets an agent write spans and rewards of this attempt only."""
+    store, caller = context(request)
     caller.require(Permission.CLAIM)
     secret = request.app.state.tokens.agent_secret
     if not secret:

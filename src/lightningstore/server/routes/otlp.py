@@ -6,8 +6,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.exceptions import HTTPException
 
 from lightningstore.server import otlp
-from lightningstore.server.auth import CallerDep
-from lightningstore.server.deps import StoreDep
+from lightningstore.server.auth import context
 from lightningstore.server.schemas import OtlpAccepted
 
 router = APIRouter(tags=["otlp"])
@@ -29,8 +28,9 @@ REQUEST_BODY = {
     openapi_extra=REQUEST_BODY,
     responses={200: {"content": {otlp.PROTOBUF: {}}}},
 )
-async def export_traces(request: Request, store: StoreDep, caller: CallerDep) -> Response:
+async def export_traces(request: Request) -> Response:
     """Store every span of an OTLP export (all or none); each must carry lightningrl rollout/attempt ids."""
+    store, caller = context(request)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type not in (otlp.PROTOBUF, otlp.JSON):
         raise HTTPException(415, f"content-type must be {otlp.PROTOBUF} or {otlp.JSON}, got {content_type!r}")

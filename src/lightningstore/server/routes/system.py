@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from lightningstore.attempt import Attempt
-from lightningstore.server.auth import CallerDep
-from lightningstore.server.deps import StoreDep
+from lightningstore.server.auth import context
 from lightningstore.server.schemas import Health, SweepBody, WorkerBody
 from lightningstore.server.tokens import Permission
 from lightningstore.statistics import StoreStatistics
@@ -22,28 +21,32 @@ async def healthz() -> Health:
 
 
 @router.put("/v1/workers/{worker_id:id}")
-async def update_worker(store: StoreDep, caller: CallerDep, worker_id: str, body: WorkerBody) -> Worker:
+async def update_worker(request: Request, worker_id: str, body: WorkerBody) -> Worker:
     """Create or update a worker and record its heartbeat; absent fields stay as they are."""
+    store, caller = context(request)
     caller.require(Permission.CLAIM)
     return await store.update_worker(worker_id, **{k: getattr(body, k) for k in body.model_fields_set})
 
 
 @router.get("/v1/workers")
-async def query_workers(store: StoreDep, caller: CallerDep) -> list[Worker]:
+async def query_workers(request: Request) -> list[Worker]:
     """All workers known to the store."""
+    store, caller = context(request)
     caller.require(Permission.READ_RUNTIME)
     return await store.query_workers()
 
 
 @router.get("/v1/statistics")
-async def statistics(store: StoreDep, caller: CallerDep) -> StoreStatistics:
+async def statistics(request: Request) -> StoreStatistics:
     """Counts of everything stored."""
+    store, caller = context(request)
     caller.require(Permission.READ)
     return await store.statistics()
 
 
 @router.post("/v1/watchdog/sweep")
-async def sweep_stale_attempts(store: StoreDep, caller: CallerDep, body: SweepBody) -> list[Attempt]:
+async def sweep_stale_attempts(request: Request, body: SweepBody) -> list[Attempt]:
     """Run the watchdog now (the server also runs it periodically)."""
+    store, caller = context(request)
     caller.require(Permission.ADMIN)
     return await store.sweep_stale_attempts(body.now)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Query, Request
 
 from lightningstore.reward import Reward, RewardIn
-from lightningstore.server.auth import CallerDep
-from lightningstore.server.deps import StoreDep
+from lightningstore.server.auth import context
 from lightningstore.server.schemas import MAX_INT
 from lightningstore.server.tokens import Permission, Role
 from lightningstore.span import Span, SpanIn
@@ -17,18 +16,18 @@ router = APIRouter(tags=["telemetry"])
 
 
 @router.post("/v1/spans")
-async def add_spans(
-    store: StoreDep, caller: CallerDep, spans: list[SpanIn] = Body(max_length=100_000)
-) -> list[Span]:
+async def add_spans(request: Request, spans: list[SpanIn] = Body(max_length=100_000)) -> list[Span]:
     """Store spans in one transaction, idempotent on (attempt_id, span_id)."""
+    store, caller = context(request)
     for span in spans:
         caller.require_attempt(span.rollout_id, span.attempt_id)
     return await store.add_many_spans(spans)
 
 
 @router.post("/v1/rewards")
-async def add_reward(store: StoreDep, caller: CallerDep, reward: RewardIn) -> Reward:
+async def add_reward(request: Request, reward: RewardIn) -> Reward:
     """Attach a named reward to a rollout; idempotent on `reward_id`."""
+    store, caller = context(request)
     if caller.role == Role.AGENT and reward.attempt_id is None:
         # An agent key speaks for one attempt: its rewards belong to that attempt.
         reward = reward.model_copy(update={"attempt_id": caller.attempt_id})
@@ -38,8 +37,7 @@ async def add_reward(store: StoreDep, caller: CallerDep, reward: RewardIn) -> Re
 
 @router.get("/v1/rollouts/{rollout_id:id}/spans")
 async def query_spans(
-    store: StoreDep,
-    caller: CallerDep,
+    request: Request,
     rollout_id: str,
     attempt_id: str | None = None,
     name: str | None = None,
@@ -47,6 +45,7 @@ async def query_spans(
     limit: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
 ) -> list[Span]:
     """Spans of a rollout in `sequence_id` order; `attempt_id=latest` for the latest attempt's."""
+    store, caller = context(request)
     caller.require(Permission.READ)
     return await store.query_spans(
         rollout_id, attempt_id, name=name, after_sequence_id=after_sequence_id, limit=limit
@@ -54,9 +53,8 @@ async def query_spans(
 
 
 @router.get("/v1/rollouts/{rollout_id:id}/rewards")
-async def query_rewards(
-    store: StoreDep, caller: CallerDep, rollout_id: str, name: str | None = None
-) -> list[Reward]:
+async def query_rewards(request: Request, rollout_id: str, name: str | None = None) -> list[Reward]:
     """Rewards of a rollout in the order they were added."""
+    store, caller = context(request)
     caller.require(Permission.READ)
     return await store.query_rewards(rollout_id, name=name)

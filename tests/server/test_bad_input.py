@@ -1,0 +1,100 @@
+"""Bad requests get a 4xx with a reason: body limit, malformed JSON, validation, unknown ids, transitions."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from lightningstore import ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError, StoreError
+from lightningstore.client import StoreClient, error_from_response
+
+
+async def test_body_limit_is_413_with_reason(raw_http) -> None:
+    big = [{"input": "x" * 5000}]
+    response = await raw_http.post("/v1/rollouts", json=big)
+    assert response.status_code == 413
+    assert "exceeds the limit of 4096 bytes" in response.json()["message"]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'[{"input": "'
+        for _ in range(10):
+            yield b"y" * 1000
+        yield b'"}]'
+
+    streamed = await raw_http.post(
+        "/v1/rollouts", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert streamed.status_code == 413 and streamed.json()["code"] == "payload_too_large"
+    assert (await raw_http.post("/v1/rollouts/query", json={})).json() == []
+
+
+async def test_malformed_and_invalid_bodies(raw_http) -> None:
+    malformed = await raw_http.post(
+        "/v1/rollouts/dequeue", content=b"{oops", headers={"content-type": "application/json"}
+    )
+    assert malformed.status_code == 400 and "malformed JSON" in malformed.json()["message"]
+    invalid = await raw_http.post("/v1/rollouts/dequeue", json={"limit": "many"})
+    assert invalid.status_code == 422
+    body = invalid.json()
+    assert (
+        body["code"] == "invalid_input" and body["details"]["field"] == "limit" and "many" in body["message"]
+    )
+    extra = await raw_http.post("/v1/rollouts/query", json={"bogus": 1})
+    assert extra.status_code == 422 and "bogus" in extra.json()["message"]
+    missing = await raw_http.get("/v1/no-such-route")
+    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    wrong_method = await raw_http.delete("/v1/rollouts/query")
+    assert wrong_method.status_code == 405
+
+
+async def test_unknown_ids_404_and_illegal_moves_409(raw_http, sql_store) -> None:
+    assert (await raw_http.get("/v1/rollouts/ro-missing")).status_code == 404
+    assert (await raw_http.get("/v1/rollouts/ro-missing/attempts")).status_code == 404
+    heartbeat = await raw_http.post("/v1/rollouts/ro-missing/attempts/at-x/heartbeat", json={})
+    assert heartbeat.status_code == 404 and heartbeat.json()["details"] == {
+        "kind": "attempt",
+        "ident": "at-x",
+    }
+    rollout = await sql_store.enqueue_rollout(1)
+    illegal = await raw_http.patch(f"/v1/rollouts/{rollout.rollout_id}", json={"status": "succeeded"})
+    assert illegal.status_code == 409
+    assert (
+        illegal.json()["code"] == "illegal_transition" and "queuing -> succeeded" in illegal.json()["message"]
+    )
+
+
+async def test_client_maps_codes_to_typed_errors(raw_http, sql_store) -> None:
+    rollout = await sql_store.enqueue_rollout(1)
+    cases = [
+        (
+            raw_http.patch(f"/v1/rollouts/{rollout.rollout_id}", json={"status": "succeeded"}),
+            IllegalTransitionError,
+        ),
+        (raw_http.post("/v1/rollouts", json=[{"input": 2, "rollout_id": rollout.rollout_id}]), ConflictError),
+        (raw_http.get("/v1/resource-versions/rv-none"), NotFoundError),
+        (raw_http.post("/v1/rollouts/dequeue", json={"limit": 0}), InvalidInputError),
+    ]
+    for request, expected in cases:
+        error = error_from_response(await request)
+        assert type(error) is expected, error
+    illegal = error_from_response(
+        await raw_http.patch(f"/v1/rollouts/{rollout.rollout_id}", json={"status": "succeeded"})
+    )
+    assert (illegal.current, illegal.new) == ("queuing", "succeeded")
+
+
+async def test_ids_with_reserved_characters_roundtrip(sql_store, raw_http) -> None:
+    client = StoreClient("http://store.test", transport=raw_http._transport, max_retries=0)
+    for rollout_id in ("a/b", "50%", "x?y#z", "sp ace", "ü"):
+        await client.enqueue_rollout({"id": rollout_id}, rollout_id=rollout_id)
+        assert (await client.get_rollout_by_id(rollout_id)).input == {"id": rollout_id}
+        assert await client.query_attempts(rollout_id) == []
+    assert await client.get_rollout_by_id("a%2Fb") is None
+
+
+async def test_client_gives_up_within_its_budget() -> None:
+    client = StoreClient("http://127.0.0.1:9", max_retries=2, retry_seconds=5)
+    with pytest.raises(StoreError, match="failed after 3 tries"):
+        await client.query_rollouts()
+    await client.close()
