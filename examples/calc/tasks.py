@@ -8,9 +8,7 @@ from dataclasses import dataclass
 OPS = {"plus": "add", "minus": "sub", "times": "mul"}
 TOOLS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
 TEMPLATES = ("What is {a} {op} {b}?", "Compute {a} {op} {b}.", "Tell me {a} {op} {b}.")
-SYSTEM = (
-    "You are a calculator agent. Tools: add, sub, mul. Reply with one tool and two numbers, like: add 3 4"
-)
+SYSTEM = "Tools: add, sub, mul. Reply with a tool and two numbers."
 
 
 @dataclass(frozen=True)

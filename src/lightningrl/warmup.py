@@ -35,6 +35,17 @@ def encode_demonstration(
     return list(prompt), completion_ids
 
 
+def warmup_cosine(step: int, total: int, warmup_fraction: float = 0.05, floor: float = 0.1) -> float:
+    """LR multiplier: linear warm-up, then cosine decay to `floor`."""
+    import math
+
+    warm = max(1, int(total * warmup_fraction))
+    if step < warm:
+        return (step + 1) / warm
+    progress = min(1.0, (step - warm) / max(1, total - warm))
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
 def supervised_warmup(
     model_dir: str | Path,
     demonstrations: Sequence[Demonstration],
@@ -52,6 +63,7 @@ def supervised_warmup(
     rng = random.Random(config.seed)
     encoded = [encode_demonstration(tokenizer, m, c) for m, c in demonstrations]
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, config.steps))
     pad = tokenizer.pad_token_id
     losses: list[float] = []
     with Progress(disable=not show_progress, transient=True) as progress:
@@ -72,6 +84,7 @@ def supervised_warmup(
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
+            schedule.step()
             losses.append(loss.item())
             progress.update(bar, advance=1, description=f"supervised warm-up loss {loss.item():.3f}")
     out = Path(out_dir)

@@ -31,8 +31,9 @@ def _remote_base_url(store: LightningStore) -> str | None:
 
 
 def _client_authorization(store: LightningStore) -> str | None:
-    http = getattr(store, "_http", None)
-    return None if http is None else http.headers.get("authorization")
+    from lightningstore.client import StoreClient
+
+    return store.auth_headers.get("authorization") if isinstance(store, StoreClient) else None
 
 
 class Runner:
