@@ -1,0 +1,217 @@
+"""Gateway: one proxied model call from the agent's request to the stored span and the agent's response."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import anyio
+import httpx
+import orjson
+from fastapi import Request
+from fastapi.responses import Response
+
+from lightningstore.errors import StoreError
+from lightningstore.proxy.binding import Bindings, BoundLLM, check_attempt
+from lightningstore.proxy.config import ProxyConfig
+from lightningstore.proxy.errors import ProxyError
+from lightningstore.proxy.gate import TrafficGate
+from lightningstore.proxy.llm_span import CallContext, build_span
+from lightningstore.proxy.observed import as_chunk, call_litellm
+from lightningstore.proxy.record import CallRecord
+from lightningstore.proxy.request import CallRequest, Kind, parse_body, prepare
+from lightningstore.proxy.routing import endpoint_order
+from lightningstore.proxy.shape import shape_for_agent
+from lightningstore.proxy.stream import Finish, RecordedStream, one_chunk, relay
+from lightningstore.proxy.upstream import Upstream
+from lightningstore.server.tokens import Caller, Role
+from lightningstore.store import LightningStore
+
+AGENT_NAME_HEADER = "x-lightningrl-agent-name"
+CALLER_ROLES = frozenset({Role.ADMIN, Role.ALGORITHM, Role.RUNNER})
+
+
+def authorize(caller: Caller, rollout_id: str, attempt_id: str) -> None:
+    """Role tokens may call for any attempt; an agent key only for its own (403 otherwise)."""
+    if caller.role in CALLER_ROLES:
+        return
+    if caller.role == Role.AGENT and (caller.rollout_id, caller.attempt_id) == (rollout_id, attempt_id):
+        return
+    raise ProxyError(
+        403,
+        f"the {caller.role.value} credential may not call the model for rollout {rollout_id!r} "
+        f"attempt {attempt_id!r}",
+    )
+
+
+def _upstream_reason(response: httpx.Response) -> str:
+    """The upstream's error message (OpenAI-shaped bodies) or the start of its body."""
+    try:
+        error = orjson.loads(response.content).get("error")
+        return str(error.get("message", error)) if isinstance(error, dict) else str(error)
+    except (orjson.JSONDecodeError, AttributeError):
+        return response.text[:300]
+
+
+def _discard(task: asyncio.Task[None]) -> None:
+    """Cancel a task whose answer no longer matters (or retrieve its error, so none is logged as lost)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
+
+
+def _passthrough(response: httpx.Response) -> Response:
+    media_type = response.headers.get("content-type", "application/json")
+    return Response(response.content, status_code=response.status_code, media_type=media_type)
+
+
+class Gateway:
+    """The model gateway's state: store, cached bindings, the shared upstream client and the gate."""
+
+    def __init__(self, store: LightningStore, config: ProxyConfig, client: httpx.AsyncClient) -> None:
+        self.store = store
+        self.config = config
+        self.bindings = Bindings(store, config)
+        self.upstream = Upstream(client, config)
+        self.gate = TrafficGate()
+
+    async def call(
+        self, request: Request, kind: Kind, caller: Caller, rollout_id: str, attempt_id: str, mode: str
+    ) -> Response:
+        """Forward one call and store its span; refusals answer 4xx/503 with a reason."""
+        context = CallContext(
+            rollout_id=rollout_id,
+            attempt_id=attempt_id,
+            agent_name=request.headers.get(AGENT_NAME_HEADER),
+            traceparent=request.headers.get("traceparent"),
+            start_time=time.time(),
+        )
+        check: asyncio.Task[None] | None = None
+        try:
+            authorize(caller, rollout_id, attempt_id)
+            agent = parse_body(await request.body(), kind)
+            bound = (await self.bindings.get(rollout_id)).pick(agent.get("model"), self.config.resource_name)
+            call = prepare(
+                kind, agent, bound.llm, mode, self.config, ask_tokens=bound.llm.provider == "openai"
+            )
+            # The attempt's status is the one lookup a cache cannot answer: overlap it with the upstream.
+            check = asyncio.create_task(check_attempt(self.store, rollout_id, attempt_id))
+            if call.stream:
+                await check  # a stream's status line goes out before the upstream finishes
+            await self.gate.enter(self.config.pause_wait_s)
+        except ProxyError as error:
+            if check is not None:
+                _discard(check)
+            return error.response()
+        if call.stream:
+            return await self._stream(context, call, bound)
+        try:
+            return await self._once(context, call, bound, check)
+        finally:
+            self.gate.leave()
+
+    async def _once(
+        self, context: CallContext, call: CallRequest, bound: BoundLLM, check: asyncio.Task[None]
+    ) -> Response:
+        record = CallRecord(call.kind)
+        fetch = asyncio.create_task(self._fetch(context, call, bound, record))
+        try:
+            await check
+        except ProxyError as error:
+            fetch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ProxyError):
+                await fetch
+            return error.response()
+        try:
+            response = await fetch
+        except ProxyError as error:
+            record.status, record.error = error.status, error.message
+            response = error.response()
+        try:
+            await self._store_span(context, call, bound, record)
+        except ProxyError as error:
+            return error.response()
+        return response
+
+    async def _fetch(
+        self, context: CallContext, call: CallRequest, bound: BoundLLM, record: CallRecord
+    ) -> Response:
+        """The agent's response from the upstream (recorded into `record`)."""
+        endpoints = endpoint_order(context.rollout_id, bound.llm.endpoints)
+        if bound.llm.provider != "openai":
+            record.upstream = endpoints[0]
+            data = await call_litellm(bound.llm, endpoints[0], call)
+            record.absorb(data)
+            return Response(orjson.dumps(data), media_type="application/json")
+        response = await self.upstream.send(endpoints, call.path, call.body, record, stream=False)
+        record.status = response.status_code
+        if response.status_code >= 400:
+            record.error = (
+                f"upstream {record.upstream} answered {response.status_code}: {_upstream_reason(response)}"
+            )
+            return _passthrough(response)
+        try:
+            data = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            raise ProxyError(502, f"upstream {record.upstream} sent a body that is not JSON") from None
+        record.absorb(data)
+        return Response(orjson.dumps(shape_for_agent(data, call)), media_type="application/json")
+
+    async def _stream(self, context: CallContext, call: CallRequest, bound: BoundLLM) -> Response:
+        record = CallRecord(call.kind)
+        finish = self._finisher(context, call, bound, record)
+        endpoints = endpoint_order(context.rollout_id, bound.llm.endpoints)
+        try:
+            if bound.llm.provider != "openai":
+                record.upstream = endpoints[0]
+                data = await call_litellm(bound.llm, endpoints[0], call)
+                record.absorb(data)
+                return RecordedStream(one_chunk(as_chunk(data, call), finish), finish)
+            response = await self.upstream.send(endpoints, call.path, call.body, record, stream=True)
+        except ProxyError as error:
+            record.status, record.error = error.status, error.message
+            await finish()
+            return error.response()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await finish()
+            raise
+        if response.status_code >= 400:
+            await response.aread()
+            await response.aclose()
+            record.status = response.status_code
+            record.error = (
+                f"upstream {record.upstream} answered {response.status_code}: {_upstream_reason(response)}"
+            )
+            await finish()
+            return _passthrough(response)
+        return RecordedStream(relay(response, call, record, finish), finish)
+
+    def _finisher(
+        self, context: CallContext, call: CallRequest, bound: BoundLLM, record: CallRecord
+    ) -> Finish:
+        """Store the span and leave the gate, once, however the stream ends."""
+        done = False
+
+        async def finish() -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            try:
+                await self._store_span(context, call, bound, record)
+            finally:
+                self.gate.leave()
+
+        return finish
+
+    async def _store_span(
+        self, context: CallContext, call: CallRequest, bound: BoundLLM, record: CallRecord
+    ) -> None:
+        span = build_span(context, call, bound, record, time.time())
+        try:
+            await self.store.add_span(span)
+        except StoreError as error:
+            raise ProxyError(503, f"the call could not be recorded: {error}") from error

@@ -1,0 +1,112 @@
+"""CallRequest: an agent's OpenAI request, checked, and rewritten for the rollout's LLM and mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from lightningstore.proxy.config import ProxyConfig
+from lightningstore.proxy.errors import ProxyError
+from lightningstore.resource import LLM
+
+Kind = Literal["chat", "completion"]
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """What the agent sent, what goes upstream, and what the agent must get back."""
+
+    kind: Kind
+    original: JSON
+    body: JSON
+    stream: bool
+    wants_token_ids: bool
+    wants_logprobs: bool
+
+    @property
+    def path(self) -> str:
+        """The upstream path under the endpoint's /v1."""
+        return "/chat/completions" if self.kind == "chat" else "/completions"
+
+    @property
+    def prompt(self) -> Any:
+        """The messages (chat) or prompt (completions) as sent."""
+        return self.original.get("messages") if self.kind == "chat" else self.original.get("prompt")
+
+
+def parse_body(raw: bytes, kind: Kind) -> JSON:
+    """The JSON object of an OpenAI request; 400 for malformed JSON, 422 for a wrong shape."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise ProxyError(400, f"malformed JSON body: {error}") from None
+    if not isinstance(data, dict):
+        raise ProxyError(422, f"the body must be a JSON object, got {type(data).__name__}")
+    if kind == "chat":
+        _check_messages(data.get("messages"))
+    else:
+        prompt = data.get("prompt")
+        if not isinstance(prompt, str | list) or not prompt:
+            raise ProxyError(422, f"prompt must be a non-empty string or list, got {prompt!r:.80}", "prompt")
+    n = data.get("n")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise ProxyError(422, f"n must be a positive integer, got {n!r}", "n")
+    if not isinstance(data.get("stream", False), bool | None):
+        raise ProxyError(422, f"stream must be a boolean, got {data['stream']!r}", "stream")
+    return data
+
+
+def _check_messages(messages: Any) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise ProxyError(422, f"messages must be a non-empty list, got {messages!r:.80}", "messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ProxyError(
+                422,
+                f"messages[{index}] must be an object with a string role, got {message!r:.80}",
+                "messages",
+            )
+
+
+def merge_sampling(body: JSON, agent: JSON, llm: LLM, mode: str, config: ProxyConfig) -> None:
+    """Write the resource's sampling into `body`: defaults, then the mode's overrides.
+
+    The agent's own values (non-null keys of `agent`) win over defaults unless `config.defaults_win`,
+    and over mode overrides unless the mode is in `config.mode_overrides_win`.
+    """
+    given = {key for key, value in agent.items() if value is not None}
+    for key, value in llm.sampling.items():
+        if config.defaults_win or key not in given:
+            body[key] = value
+    overrides_win = mode in config.mode_overrides_win
+    for key, value in llm.sampling_by_mode.get(mode, {}).items():
+        if overrides_win or key not in given:
+            body[key] = value
+
+
+def prepare(
+    kind: Kind, agent: JSON, llm: LLM, mode: str, config: ProxyConfig, *, ask_tokens: bool = True
+) -> CallRequest:
+    """The upstream request: the resource's model and sampling, and (`ask_tokens`) asking for token ids
+    and logprobs."""
+    body = dict(agent)
+    body["model"] = llm.model
+    merge_sampling(body, agent, llm, mode, config)
+    wants_logprobs = bool(agent.get("logprobs")) if kind == "chat" else agent.get("logprobs") is not None
+    if ask_tokens:
+        if kind == "chat":
+            body["logprobs"] = True
+        elif not wants_logprobs:
+            body["logprobs"] = 1
+        body["return_token_ids"] = True
+    return CallRequest(
+        kind=kind,
+        original=agent,
+        body=body,
+        stream=bool(agent.get("stream")),
+        wants_token_ids=bool(agent.get("return_token_ids")),
+        wants_logprobs=wants_logprobs,
+    )

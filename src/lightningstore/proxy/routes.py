@@ -1,0 +1,116 @@
+"""The gateway's routes: OpenAI endpoints per attempt and mode, and the admin pause/resume/drain."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+import lightningstore.server.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
+from lightningstore.proxy.errors import ProxyError
+from lightningstore.proxy.gateway import Gateway, authorize
+from lightningstore.server.auth import CallerDep
+from lightningstore.server.tokens import Caller, Role
+from lightningstore.status import RolloutMode
+
+CALL = "/rollout/{rollout_id:id}/attempt/{attempt_id:id}/mode/{mode}/v1"
+ADMIN_ROLES = frozenset({Role.ADMIN, Role.ALGORITHM})
+
+router = APIRouter(prefix="/proxy", tags=["proxy"])
+
+
+def current_gateway(request: Request) -> Gateway:
+    return request.app.state.proxy
+
+
+GatewayDep = Annotated[Gateway, Depends(current_gateway)]
+
+
+@router.post(CALL + "/chat/completions", response_model=None)
+async def chat_completions(
+    request: Request,
+    gateway: GatewayDep,
+    caller: CallerDep,
+    rollout_id: str,
+    attempt_id: str,
+    mode: RolloutMode,
+) -> Response:
+    """OpenAI chat completions for one attempt, recorded as one LLM span with exact token ids."""
+    return await gateway.call(request, "chat", caller, rollout_id, attempt_id, mode.value)
+
+
+@router.post(CALL + "/completions", response_model=None)
+async def completions(
+    request: Request,
+    gateway: GatewayDep,
+    caller: CallerDep,
+    rollout_id: str,
+    attempt_id: str,
+    mode: RolloutMode,
+) -> Response:
+    """OpenAI text completions for one attempt, recorded as one LLM span with exact token ids."""
+    return await gateway.call(request, "completion", caller, rollout_id, attempt_id, mode.value)
+
+
+@router.get(CALL + "/models", response_model=None)
+async def models(
+    gateway: GatewayDep, caller: CallerDep, rollout_id: str, attempt_id: str, mode: RolloutMode
+) -> dict[str, Any] | Response:
+    """The models this rollout's calls are served by."""
+    try:
+        authorize(caller, rollout_id, attempt_id)
+        binding = await gateway.bindings.get(rollout_id)
+    except ProxyError as error:
+        return error.response()
+    cards = [
+        {"id": bound.llm.model, "object": "model", "created": 0, "owned_by": bound.llm.provider}
+        for bound in binding.llms
+    ]
+    return {"object": "list", "data": cards}
+
+
+def _require_admin(caller: Caller) -> Response | None:
+    if caller.role in ADMIN_ROLES:
+        return None
+    return ProxyError(
+        403, f"the {caller.role.value} credential may not pause or drain the gateway"
+    ).response()
+
+
+@router.post("/admin/pause", response_model=None)
+async def pause(gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
+    """New calls wait (up to `pause_wait_s`) until resumed; calls in flight continue."""
+    if (refused := _require_admin(caller)) is not None:
+        return refused
+    gateway.gate.pause()
+    return gateway.gate.counts()
+
+
+@router.post("/admin/resume", response_model=None)
+async def resume(gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
+    """Let waiting and new calls through."""
+    if (refused := _require_admin(caller)) is not None:
+        return refused
+    gateway.gate.resume()
+    return gateway.gate.counts()
+
+
+@router.post("/admin/drain", response_model=None)
+async def drain(
+    gateway: GatewayDep,
+    caller: CallerDep,
+    timeout_s: Annotated[float | None, Query(ge=0, le=3600)] = None,
+) -> dict[str, Any] | Response:
+    """Wait until no call is in flight (bounded); `drained` says whether that happened."""
+    if (refused := _require_admin(caller)) is not None:
+        return refused
+    return await gateway.gate.drain(gateway.config.drain_timeout_s if timeout_s is None else timeout_s)
+
+
+@router.get("/admin/status", response_model=None)
+async def status(gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
+    """Whether the gateway is paused, and its call counts."""
+    if (refused := _require_admin(caller)) is not None:
+        return refused
+    return gateway.gate.counts()

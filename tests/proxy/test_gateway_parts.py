@@ -1,0 +1,160 @@
+"""The gateway's pure parts: sampling merge, sticky routing, recording, shaping, backoff."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from lightningstore import LLM
+from lightningstore.proxy import ProxyConfig, endpoint_order
+from lightningstore.proxy.record import CallRecord
+from lightningstore.proxy.request import prepare
+from lightningstore.proxy.shape import shape_for_agent
+from lightningstore.proxy.upstream import Upstream
+
+RESOURCE = LLM(
+    endpoints=["http://a/v1"],
+    model="policy-7",
+    sampling={"temperature": 1.0, "max_tokens": 64},
+    sampling_by_mode={"val": {"temperature": 0.0}, "train": {"top_p": 0.9}},
+)
+CHAT = {"model": "gpt", "messages": [{"role": "user", "content": "x"}]}
+
+
+@pytest.mark.parametrize(
+    ("mode", "agent", "config", "expected"),
+    [
+        ("train", {}, ProxyConfig(), {"temperature": 1.0, "max_tokens": 64, "top_p": 0.9}),
+        ("train", {"temperature": 0.2, "top_p": 0.5}, ProxyConfig(), {"temperature": 0.2, "top_p": 0.5}),
+        ("train", {"temperature": None}, ProxyConfig(), {"temperature": 1.0}),
+        ("train", {"temperature": 0.2}, ProxyConfig(defaults_win=True), {"temperature": 1.0}),
+        ("val", {"temperature": 0.8, "max_tokens": 5}, ProxyConfig(), {"temperature": 0.0, "max_tokens": 5}),
+        ("val", {"temperature": 0.8}, ProxyConfig(mode_overrides_win=frozenset()), {"temperature": 0.8}),
+        ("test", {}, ProxyConfig(), {"temperature": 1.0, "max_tokens": 64}),
+    ],
+)
+def test_sampling_merge(mode: str, agent: dict, config: ProxyConfig, expected: dict) -> None:
+    call = prepare("chat", {**CHAT, **agent}, RESOURCE, mode, config)
+    assert call.body["model"] == "policy-7" and call.original["model"] == "gpt"
+    assert {key: call.body.get(key) for key in expected} == expected
+    assert call.body["return_token_ids"] is True and call.body["logprobs"] is True
+    assert not call.wants_logprobs and not call.wants_token_ids
+
+
+def test_completions_ask_for_one_logprob_unless_the_agent_asked_more() -> None:
+    plain = prepare("completion", {"prompt": "x"}, RESOURCE, "train", ProxyConfig())
+    asked = prepare("completion", {"prompt": "x", "logprobs": 3}, RESOURCE, "train", ProxyConfig())
+    assert (plain.body["logprobs"], plain.wants_logprobs) == (1, False)
+    assert (asked.body["logprobs"], asked.wants_logprobs) == (3, True)
+    observed = prepare("completion", {"prompt": "x"}, RESOURCE, "train", ProxyConfig(), ask_tokens=False)
+    assert "return_token_ids" not in observed.body and "logprobs" not in observed.body
+
+
+def test_routing_is_sticky_spread_and_stable_when_an_endpoint_is_added() -> None:
+    three = ["http://a/v1", "http://b/v1", "http://c/v1"]
+    homes = {f"ro-{i}": endpoint_order(f"ro-{i}", three)[0] for i in range(600)}
+    assert all(endpoint_order(r, three)[0] == home for r, home in homes.items())
+    assert all(n > 150 for n in Counter(homes.values()).values())
+    four = [*three, "http://d/v1"]
+    moved = [r for r, home in homes.items() if endpoint_order(r, four)[0] != home]
+    assert all(endpoint_order(r, four)[0] == "http://d/v1" for r in moved)  # only to the new endpoint
+    assert sorted(endpoint_order("ro-1", three)) == sorted(three)
+
+
+def test_a_chat_stream_is_assembled_like_a_whole_body() -> None:
+    chunks = [
+        {
+            "id": "c1",
+            "model": "m",
+            "prompt_token_ids": [1, 2],
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": "Hel"},
+                    "token_ids": [7],
+                    "logprobs": {"content": [{"logprob": -0.1}]},
+                }
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": "lo"},
+                    "token_ids": [8, 9],
+                    "logprobs": {"content": [{"logprob": -0.2}, {"logprob": -0.3}]},
+                    "finish_reason": "stop",
+                }
+            ]
+        },
+    ]
+    record = CallRecord("chat")
+    for chunk in chunks:
+        record.absorb(chunk)
+    (choice,) = record.ordered_choices()
+    assert (choice.text, choice.token_ids, choice.logprobs, choice.finish_reason) == (
+        "Hello",
+        [7, 8, 9],
+        [-0.1, -0.2, -0.3],
+        "stop",
+    )
+    assert record.prompt_ids() == [1, 2] and record.has_tokens() and record.response_id == "c1"
+
+
+def test_completion_prompt_ids_come_from_the_choice() -> None:
+    record = CallRecord("completion")
+    record.absorb(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "text": "a",
+                    "prompt_token_ids": [4],
+                    "token_ids": [5],
+                    "logprobs": {"token_logprobs": [-1.0]},
+                }
+            ]
+        }
+    )
+    assert record.prompt_ids() == [4] and record.has_tokens()
+
+
+def test_shaping_drops_only_what_the_agent_did_not_ask_for() -> None:
+    call = prepare("chat", {**CHAT, "logprobs": True}, RESOURCE, "train", ProxyConfig())
+    body = {"prompt_token_ids": [1], "choices": [{"index": 0, "token_ids": [2], "logprobs": {"content": []}}]}
+    assert shape_for_agent(body, call) == {"choices": [{"index": 0, "logprobs": {"content": []}}]}
+
+
+def test_backoff_is_exponential_jittered_and_bounded() -> None:
+    upstream = Upstream(client=None, config=ProxyConfig(backoff_base_s=0.1, backoff_max_s=1.0))  # type: ignore[arg-type]
+    for retry in range(10):
+        ceiling = min(1.0, 0.1 * 2**retry)
+        assert ceiling / 2 <= upstream.backoff(retry) <= ceiling
+    assert upstream.backoff(0, floor=30.0) == 1.0
+
+
+async def test_install_proxy_owns_one_client_for_the_apps_lifetime(tmp_path) -> None:
+    from lightningstore import SqlStore
+    from lightningstore.proxy import install_proxy
+    from lightningstore.server import create_app
+
+    app = create_app(SqlStore(tmp_path / "store.db"), sweep_interval=None)
+    gateway = install_proxy(app)
+    assert app.state.proxy is gateway
+    assert "/proxy/admin/drain" in app.openapi()["paths"]
+    for _ in range(2):  # a restarted app gets a fresh client
+        async with app.router.lifespan_context(app):
+            client = gateway.upstream.client
+            assert not client.is_closed
+        assert client.is_closed
+
+
+def test_config_refuses_negative_bounds() -> None:
+    with pytest.raises(ValueError, match="max_retries"):
+        ProxyConfig(max_retries=-1)
+    with pytest.raises(ValueError, match="pause_wait_s"):
+        ProxyConfig(pause_wait_s=-1)
