@@ -57,6 +57,9 @@ def serve(
         sweep_interval=sweep_interval,
         close_store=True,
     )
+    from lightningstore.proxy import install_proxy
+
+    install_proxy(app)  # the LLM gateway lives in the store server (DESIGN.md, data flow step 3)
     config = uvicorn.Config(
         app,
         host=host,
