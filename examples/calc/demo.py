@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -23,14 +21,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import uvicorn  # noqa: E402
 from agent import calc_agent  # noqa: E402
 from rich.console import Console  # noqa: E402
 from tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 
 from algorithm import Evaluate, Task  # noqa: E402
-from lightningrl.advantages import AdvantageConfig  # noqa: E402
+from lightningrl.advantages import AdvantageConfig, PolicyLossConfig  # noqa: E402
 from lightningrl.config import LightningRLConfig  # noqa: E402
+from lightningrl.local_stack import local_stack  # noqa: E402
 from lightningrl.loop import LightningRL  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.trainer.config import TrainerConfig  # noqa: E402
@@ -40,38 +38,11 @@ from lightningstore import LLM, SqlStore  # noqa: E402
 MODEL_NAME = "calc-tiny"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def as_tasks(tasks: list[CalcTask]) -> list[Task]:
     return [Task(task_id=t.task_id, input=t.as_input(), tags={"op": t.op}) for t in tasks]
 
 
-@contextlib.asynccontextmanager
-async def serve(app, port: int):  # type: ignore[no-untyped-def]
-    """Run a FastAPI app with uvicorn on 127.0.0.1:port inside this event loop."""
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-    )
-    task = asyncio.create_task(server.serve())
-    for _ in range(200):
-        if server.started:
-            break
-        await asyncio.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-
-
 async def main(args: argparse.Namespace) -> None:
-    from lightningrl.serving import create_app as create_inference_app
-    from lightningstore.proxy import install_proxy
-    from lightningstore.server import create_app as create_store_app
     from runner import Runner
 
     console = Console()
@@ -83,34 +54,31 @@ async def main(args: argparse.Namespace) -> None:
     train, heldout = split_tasks(args.seed)
 
     console.rule(f"[bold]LightningRL CPU demo: calculator agent, seed {args.seed}")
-    base = build_tiny_model(
-        out / "model-base",
-        seed=args.seed,
-        tokenizer_kind="word",
-        extra_text=vocabulary(),
-        hidden_size=args.hidden,
-        num_layers=args.layers,
-        num_heads=4,
-    )
-    warm, losses = supervised_warmup(
-        base,
-        demonstrations(train, args.seed, 4000),
-        out / "model-warmup",
-        WarmupConfig(steps=args.warmup_steps, lr=args.warmup_lr, seed=args.seed),
-    )
-    console.print(
-        f"built the tiny model and warmed it up on random-tool demonstrations (loss {losses[-1]:.3f})"
-    )
+    if args.warmup_from:
+        warm = shutil.copytree(args.warmup_from, out / "model-warmup")
+        console.print(f"reusing the warmed-up model from {args.warmup_from}")
+    else:
+        base = build_tiny_model(
+            out / "model-base",
+            seed=args.seed,
+            tokenizer_kind="word",
+            extra_text=vocabulary(),
+            hidden_size=args.hidden,
+            num_layers=args.layers,
+            num_heads=4,
+        )
+        warm, losses = supervised_warmup(
+            base,
+            demonstrations(train, args.seed, 4000),
+            out / "model-warmup",
+            WarmupConfig(steps=args.warmup_steps, lr=args.warmup_lr, seed=args.seed),
+        )
+        console.print(f"built the tiny model and warmed it up on random-tool demonstrations (loss {losses[-1]:.3f})")
 
     store = SqlStore(out / "store.db")
-    store_app = create_store_app(store)
-    install_proxy(store_app)
-    inference_app = create_inference_app(
-        warm, served_model_name=MODEL_NAME, max_batch_size=64, cpu_threads=args.cpu_threads
-    )
-    async with serve(inference_app, free_port()) as model_url, serve(store_app, free_port()) as store_url:
+    async with local_stack(store, warm, model_name=MODEL_NAME, cpu_threads=args.cpu_threads) as urls:
         llm = LLM(
-            endpoints=[f"{model_url}/v1"],
+            endpoints=[urls.model_v1],
             model=MODEL_NAME,
             checkpoint=str(warm),
             sampling={"temperature": 1.0, "top_p": 1.0},
@@ -118,9 +86,7 @@ async def main(args: argparse.Namespace) -> None:
             sampling_by_mode={"val": {"temperature": 1.0, "top_p": 1.0}, "test": {"temperature": 0.0}},
         )
         await store.add_resource_version("llm", llm, created_by="demo", artifact=str(warm))
-        runner = Runner(
-            store, calc_agent, workers=args.workers, proxy_url=f"{store_url}/proxy", show_progress=False
-        )
+        runner = Runner(store, calc_agent, workers=args.workers, proxy_url=urls.proxy, show_progress=False)
         runner_task = asyncio.create_task(runner.run())
         config = LightningRLConfig(
             steps=args.steps,
@@ -130,7 +96,9 @@ async def main(args: argparse.Namespace) -> None:
             output_dir=out,
             seed=args.seed,
             advantage=AdvantageConfig(estimator="grpo"),
-            trainer=TrainerConfig(lr=args.lr, micro_batch_size=64, seed=args.seed),
+            trainer=TrainerConfig(
+                lr=args.lr, micro_batch_size=64, seed=args.seed, loss=PolicyLossConfig(loss_agg_mode=args.loss_agg)
+            ),
         )
         heldout_tasks = as_tasks(heldout)
         rl = LightningRL(store, as_tasks(train), heldout_tasks, config, console=console)
@@ -173,9 +141,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=32)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--warmup-steps", type=int, default=600)
+    p.add_argument("--warmup-steps", type=int, default=900)
     p.add_argument("--warmup-lr", type=float, default=3e-3)
     p.add_argument("--cpu-threads", type=int, default=1)
+    p.add_argument("--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)")
+    p.add_argument("--loss-agg", default="token-mean", help="verl loss aggregation mode")
     return p.parse_args(argv)
 
 

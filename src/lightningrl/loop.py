@@ -56,6 +56,8 @@ class LightningRL(Algorithm):
         self._order: list[Task] = []
         self.version: ResourceVersion | None = None
         self.resources_id: str | None = None
+        self.global_step = 0
+        """Steps taken by this object across `run` and `run_continuous` (names checkpoints and CSV rows)."""
 
     # ---- setup -----------------------------------------------------------------------------------
 
@@ -80,6 +82,10 @@ class LightningRL(Algorithm):
             self.trainer = await asyncio.to_thread(VerlActorTrainer, llm.checkpoint, self.config.trainer)
         return llm
 
+    def _current_llm(self) -> LLM:
+        assert self.version is not None and isinstance(self.version.resource, LLM)
+        return self.version.resource
+
     def _next_tasks(self) -> list[Task]:
         """Shuffled passes over the train tasks (epochs), `tasks_per_step` at a time."""
         out: list[Task] = []
@@ -94,11 +100,13 @@ class LightningRL(Algorithm):
 
     async def run(self) -> MetricsLog:
         """Train for `config.steps` steps, validating every `val_every`; returns the metrics."""
-        llm = await self._start()
+        llm = await self._start() if self.version is None else self._current_llm()
         cfg = self.config
         with self._progress() as progress:
             bar = progress.add_task("RL steps", total=cfg.steps, info="")
-            for step in range(1, cfg.steps + 1):
+            for local_step in range(1, cfg.steps + 1):
+                self.global_step += 1
+                step = self.global_step
                 t0 = time.perf_counter()
                 enqueued = await self.enqueue_tasks(
                     self._next_tasks(),
@@ -112,7 +120,8 @@ class LightningRL(Algorithm):
                 sequences, report = await self.collect(outcomes)
                 row.update(await self.update(step, llm, sequences))
                 row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
-                if cfg.val_every and (step % cfg.val_every == 0 or step == cfg.steps) and self.val_tasks:
+                last = local_step == cfg.steps
+                if cfg.val_every and (local_step % cfg.val_every == 0 or last) and self.val_tasks:
                     row.update(await self.validate(step))
                 row["step_seconds"] = time.perf_counter() - t0
                 self.metrics.log(row)
@@ -217,7 +226,7 @@ class LightningRL(Algorithm):
         """Train on rollouts that OTHERS enqueue (e.g. production traffic in train mode): poll the store
         for finished, not-yet-trained train rollouts; train once `min_rollouts` have gathered. Trained
         rollouts are marked in their metadata, so a restarted loop never trains on one twice."""
-        llm = await self._start()
+        llm = await self._start() if self.version is None else self._current_llm()
         steps = 0
         idle_since = time.monotonic()
         while steps < max_steps:
@@ -228,6 +237,7 @@ class LightningRL(Algorithm):
                 await asyncio.sleep(poll_interval)
                 continue
             steps += 1
+            self.global_step += 1
             outcomes = [
                 RolloutOutcome(
                     rollout=r,
@@ -239,13 +249,15 @@ class LightningRL(Algorithm):
             ]
             for o in outcomes:
                 o.reward = next((w.value for w in reversed(o.rewards) if w.primary), None)
-            row: dict[str, Any] = {"step": steps}
+            row: dict[str, Any] = {"step": self.global_step, "continuous": 1}
             row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
             sequences, report = await self.collect(outcomes)
-            row.update(await self.update(steps, llm, sequences))
+            row.update(await self.update(self.global_step, llm, sequences))
             row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
             for r in fresh:
-                await self.store.update_rollout(r.rollout_id, metadata={**r.metadata, TRAINED_MARK: steps})
+                await self.store.update_rollout(
+                    r.rollout_id, metadata={**r.metadata, TRAINED_MARK: self.global_step}
+                )
             self.metrics.log(row)
             idle_since = time.monotonic()
         if self.metrics.rows:

@@ -1,0 +1,115 @@
+"""A short RL run through the whole stack (store, proxy, inference server, runner, verl) whose reward rises."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from openai import AsyncOpenAI
+
+from algorithm import Evaluate, Task
+from lightningrl.config import LightningRLConfig
+from lightningrl.local_stack import local_stack
+from lightningrl.loop import TRAINED_MARK, LightningRL
+from lightningrl.tinylm import build_tiny_model
+from lightningrl.trainer.config import TrainerConfig
+from lightningrl.warmup import WarmupConfig, supervised_warmup
+from lightningstore import LLM, RolloutStatus, SqlStore
+from runner import Runner
+
+PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]
+
+
+async def pick_b_agent(task: dict, resources) -> float:
+    """The toy agent: one call; the reward is 1 when the model says b."""
+    llm = resources.llm
+    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
+        reply = await client.chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": task["prompt"]}], max_tokens=3
+        )
+    return 1.0 if (reply.choices[0].message.content or "").strip() == "b" else 0.0
+
+
+@pytest.fixture(scope="module")
+def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model that answers a or b at random (the warm-up teaches the format, not the choice)."""
+    root = tmp_path_factory.mktemp("toy")
+    base = build_tiny_model(
+        root / "base", seed=0, tokenizer_kind="word", extra_text=PROMPTS, hidden_size=32, num_heads=2
+    )
+    demos = [([{"role": "user", "content": p}], c) for p in PROMPTS for c in ("a", "b") for _ in range(8)]
+    warm, _ = supervised_warmup(
+        base, demos, root / "warm", WarmupConfig(steps=100, batch_size=16, lr=1e-2), show_progress=False
+    )
+    return warm
+
+
+@pytest.mark.slow
+async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path) -> None:
+    store = SqlStore(tmp_path / "store.db")
+    tasks = [Task(task_id=f"t{i}", input={"prompt": p}) for i, p in enumerate(PROMPTS)]
+    async with local_stack(store, warm_model, model_name="toy") as urls:
+        root = await store.add_resource_version(
+            "llm",
+            LLM(
+                endpoints=[urls.model_v1],
+                model="toy",
+                checkpoint=str(warm_model),
+                sampling={"temperature": 1.0},
+                sampling_by_mode={"val": {"temperature": 1.0}},
+            ),
+        )
+        runner = Runner(store, pick_b_agent, workers=8, proxy_url=urls.proxy, show_progress=False)
+        runner_task = asyncio.create_task(runner.run())
+        config = LightningRLConfig(
+            steps=8,
+            tasks_per_step=3,
+            rollouts_per_task=8,
+            val_every=8,
+            val_rollouts_per_task=16,
+            output_dir=tmp_path / "run",
+            trainer=TrainerConfig(lr=float(__import__("os").environ.get("TOY_LR", "3e-3"))),
+            show_progress=False,
+        )
+        rl = LightningRL(store, tasks, tasks, config)
+        before_set = await store.add_resource_set({"llm": root.version_id})
+        before = await Evaluate(
+            store, tasks, resources_id=before_set.resources_id, n=16, group_prefix="b/"
+        ).run()
+        metrics = await rl.run()
+        trained_rows = list(metrics.rows)
+
+        # continuous mode: rollouts someone else enqueued get trained on once
+        outside = await rl.enqueue_tasks(tasks, n=4, resources_id=rl.resources_id, group_prefix="prod/")
+        await rl.wait_for(outside, timeout=120)
+        previous = rl.version
+        continuous = await rl.run_continuous(max_steps=1, min_rollouts=12, poll_interval=0.1, idle_timeout=30)
+        runner.stop()
+        await asyncio.wait_for(runner_task, timeout=60)
+
+    after = trained_rows[-1]["val/success"]
+    assert 0.2 < before.success_rate < 0.8, before.success_rate  # the warm-up did not solve it
+    assert after >= min(before.success_rate + 0.2, 0.95), (before.success_rate, after)
+    first, last = trained_rows[0]["train/reward_mean"], trained_rows[-1]["train/reward_mean"]
+    assert last > first, (first, last)
+
+    versions = await store.list_resource_versions("llm")
+    assert len(versions) >= 2
+    for parent, child in zip(versions, versions[1:], strict=False):
+        assert child.parent_id == parent.version_id  # each candidate names its exact parent
+        assert Path(child.resource.checkpoint).joinpath("config.json").exists()
+    assert (await store.get_approved_version("llm")).version_id == root.version_id  # training never approves
+    assert (tmp_path / "run" / "metrics.csv").exists() and (tmp_path / "run" / "reward_curve.png").exists()
+
+    assert (
+        len(continuous.rows) == len(trained_rows) + 1 and continuous.rows[-1]["step"] == len(trained_rows) + 1
+    )
+    assert rl.version.parent_id == previous.version_id
+    for rollout, _ in outside:
+        stored = await store.get_rollout_by_id(rollout.rollout_id)
+        assert (
+            stored.status == RolloutStatus.SUCCEEDED
+            and stored.metadata[TRAINED_MARK] == len(trained_rows) + 1
+        )
+    await store.close()
