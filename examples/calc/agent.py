@@ -19,7 +19,7 @@ async def calc_agent(task: dict[str, Any], resources: Any) -> float:
     llm = resources.llm
     async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=2, timeout=60) as client:
         first = await client.chat.completions.create(
-            model=llm.model, messages=tool_messages(task["question"]), max_tokens=8
+            model=llm.model, messages=tool_messages(task["question"]), max_tokens=10
         )
         tool_call = (first.choices[0].message.content or "").strip()
         result = run_tool(tool_call)

@@ -93,11 +93,18 @@ async def main(args: argparse.Namespace) -> None:
             tasks_per_step=args.tasks_per_step,
             rollouts_per_task=args.n,
             val_every=args.val_every,
+            balance_by="op",
             output_dir=out,
             seed=args.seed,
             advantage=AdvantageConfig(estimator="grpo"),
             trainer=TrainerConfig(
-                lr=args.lr, micro_batch_size=64, seed=args.seed, loss=PolicyLossConfig(loss_agg_mode=args.loss_agg)
+                lr=args.lr,
+                micro_batch_size=64,
+                mini_batch_size=args.mini_batch,
+                ppo_epochs=args.ppo_epochs,
+                shuffle=True,
+                seed=args.seed,
+                loss=PolicyLossConfig(loss_agg_mode=args.loss_agg),
             ),
         )
         heldout_tasks = as_tasks(heldout)
@@ -134,7 +141,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="runs/calc")
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--tasks-per-step", type=int, default=8)
+    p.add_argument("--tasks-per-step", type=int, default=9)
     p.add_argument("--n", type=int, default=8, help="rollouts per task (GRPO group size)")
     p.add_argument("--val-every", type=int, default=10)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -146,6 +153,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cpu-threads", type=int, default=1)
     p.add_argument("--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)")
     p.add_argument("--loss-agg", default="token-mean", help="verl loss aggregation mode")
+    p.add_argument("--mini-batch", type=int, default=None, help="sequences per optimiser step (None: the batch)")
+    p.add_argument("--ppo-epochs", type=int, default=1)
     return p.parse_args(argv)
 
 

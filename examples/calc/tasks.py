@@ -8,7 +8,7 @@ from dataclasses import dataclass
 OPS = {"plus": "add", "minus": "sub", "times": "mul"}
 TOOLS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
 TEMPLATES = ("What is {a} {op} {b}?", "Compute {a} {op} {b}.", "Tell me {a} {op} {b}.")
-SYSTEM = "Tools: add, sub, mul. Reply with a tool and two numbers."
+SYSTEM = "Tools: add, sub, mul. Reply with the operation, a tool and two numbers."
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,11 @@ def answer_messages(question: str, tool_call: str, result: str) -> list[dict[str
 
 
 def run_tool(tool_call: str) -> str:
-    """Execute `add 3 4`-style calls; anything malformed gives `error`."""
+    """Execute `plus add 3 4`-style calls (the operation restated, then tool and numbers)."""
     parts = tool_call.strip().split()
-    if len(parts) != 3 or parts[0] not in TOOLS:
+    if len(parts) != 4 or parts[1] not in TOOLS:
         return "error"
+    parts = parts[1:]
     try:
         a, b = int(parts[1]), int(parts[2])
     except ValueError:
@@ -90,7 +91,7 @@ def demonstrations(tasks: list[CalcTask], seed: int, count: int) -> list[tuple[l
     for _ in range(count):
         task = rng.choice(tasks)
         tool = rng.choice(list(TOOLS))
-        call = f"{tool} {task.a} {task.b}"
+        call = f"{task.op} {tool} {task.a} {task.b}"
         out.append((tool_messages(task.question), call))
         out.append((answer_messages(task.question, call, run_tool(call)), run_tool(call)))
     return out

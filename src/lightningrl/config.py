@@ -22,6 +22,10 @@ class LightningRLConfig:
     val_rollouts_per_task: int = 1
     val_mode: str = "val"
     success_threshold: float = 1.0
+    balance_by: str | None = None
+    """A task tag (e.g. "op"): every step draws tasks round-robin over its values, so no slice of
+    the task distribution dominates a batch (a one-sided batch drifts a tiny policy's marginal
+    choice and can collapse a slice before its own signal is learned)."""
     gamma: float = 1.0
     """Discount of the episode return over the calls of a rollout (credit assignment)."""
     agent_names: frozenset[str] | None = None

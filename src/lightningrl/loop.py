@@ -53,7 +53,8 @@ class LightningRL(Algorithm):
         self.metrics = MetricsLog(self.config.output_dir / "metrics.csv")
         self.credit_totals = CreditReport()
         self._rng = random.Random(self.config.seed)
-        self._order: list[Task] = []
+        self._queues: dict[str, list[Task]] = {}
+        self._slice_turn = 0
         self.version: ResourceVersion | None = None
         self.resources_id: str | None = None
         self.global_step = 0
@@ -87,13 +88,19 @@ class LightningRL(Algorithm):
         return self.version.resource
 
     def _next_tasks(self) -> list[Task]:
-        """Shuffled passes over the train tasks (epochs), `tasks_per_step` at a time."""
+        """Shuffled passes over the train tasks, `tasks_per_step` at a time (round-robin over the
+        values of `config.balance_by` when set)."""
+        key = self.config.balance_by
+        slices = sorted({t.tags.get(key, "") for t in self.train_tasks}) if key else [""]
         out: list[Task] = []
         while len(out) < self.config.tasks_per_step:
-            if not self._order:
-                self._order = list(self.train_tasks)
-                self._rng.shuffle(self._order)
-            out.append(self._order.pop())
+            name = slices[self._slice_turn % len(slices)]
+            self._slice_turn += 1
+            queue = self._queues.setdefault(name, [])
+            if not queue:
+                queue.extend(t for t in self.train_tasks if not key or t.tags.get(key, "") == name)
+                self._rng.shuffle(queue)
+            out.append(queue.pop())
         return out
 
     # ---- the loop --------------------------------------------------------------------------------

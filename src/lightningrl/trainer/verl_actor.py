@@ -141,6 +141,14 @@ class VerlActorTrainer:
                 f"advantages must be {tuple(batch.responses.shape)}, got {tuple(advantages.shape)}"
             )
         loss_config = self.config.loss
+        real_rows = len(batch)
+        mini_batch = self.config.mini_batch_size or len(batch)
+        padding = -len(batch) % mini_batch
+        if padding:
+            # verl splits a step into equal mini-batches: pad with loss-free copies (response_mask 0).
+            batch = batch.select(list(range(real_rows)) + [0] * padding)
+            batch.response_mask[real_rows:] = 0
+            advantages = torch.cat([advantages, advantages.new_zeros((padding, advantages.shape[1]))])
         old_log_probs = self.compute_log_probs(batch)
         tensors = {"old_log_probs": old_log_probs, "advantages": advantages.float() * batch.response_mask}
         is_metrics: dict[str, float] = {}
@@ -149,9 +157,6 @@ class VerlActorTrainer:
                 old_log_probs, batch.rollout_log_probs, batch.response_mask, loss_config.rollout_is_threshold
             )
             tensors["rollout_is_weights"] = weights
-        mini_batch = self.config.mini_batch_size or len(batch)
-        if len(batch) % mini_batch:
-            raise ValueError(f"batch of {len(batch)} rows does not split into mini-batches of {mini_batch}")
         data = to_verl_input(
             batch,
             tensors,
@@ -179,7 +184,8 @@ class VerlActorTrainer:
             "lr": mean_metric(metrics, "lr"),
             "mfu": mean_metric(metrics, "mfu"),
             "rollout_is_mean": is_metrics.get("rollout_is_mean"),
-            "sequences": float(len(batch)),
+            "sequences": float(real_rows),
+            "padding_rows": float(padding),
             "tokens": float(batch.response_mask.sum().item()),
             "step_time_s": time.perf_counter() - started,
         }
