@@ -167,3 +167,5 @@ workers = sa.Table(
     sa.Column("current_attempt_id", sa.String(64), nullable=True),
     sa.Column("metadata", JsonType, nullable=False),
 )
+
+from lightningstore.gate import tables as _gate_tables  # noqa: E402,F401  (the gate's tables join this metadata)

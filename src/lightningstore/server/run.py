@@ -60,6 +60,9 @@ def serve(
     from lightningstore.proxy import install_proxy
 
     install_proxy(app)  # the LLM gateway lives in the store server (DESIGN.md, data flow step 3)
+    from lightningstore.gate import install_gate
+
+    install_gate(app)  # the release gate's records (DESIGN.md, Gate)
     config = uvicorn.Config(
         app,
         host=host,

@@ -1,0 +1,115 @@
+"""Checks 6-7: every canary task verified with no harm; rollback to the parent resolves, was tested, approved."""
+
+from __future__ import annotations
+
+from lightningrl.release.inputs import CheckInputs
+from lightningrl.release.routing import resolve_version
+from lightningstore import LightningStore
+from lightningstore.gate import (
+    Approval,
+    CanaryRun,
+    CheckName,
+    CheckResult,
+    CheckStatus,
+    EvidenceKind,
+    RollbackDrill,
+)
+
+PASS, FAIL, UNAVAILABLE = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.UNAVAILABLE
+APPROVING_ROLES = ("admin", "approver", "local")
+
+
+def check_canary(inputs: CheckInputs) -> CheckResult:
+    """6. The latest canary run of this candidate verified every planned task and recorded no harm."""
+    name = CheckName.CANARY
+    record = inputs.latest(EvidenceKind.CANARY)
+    if record is None or not isinstance(record.body, CanaryRun):
+        return CheckResult(name=name, status=UNAVAILABLE, reason="no canary run recorded")
+    run = record.body
+    if run.version_id != inputs.receipt.candidate_version_id:
+        return CheckResult(
+            name=name, status=FAIL, reason=f"the canary ran {run.version_id}, not the candidate"
+        )
+    if run.evaluator != inputs.basis.evaluator:
+        return CheckResult(
+            name=name,
+            status=UNAVAILABLE,
+            reason=f"canary is stale: evaluator was {run.evaluator}, is now {inputs.basis.evaluator}",
+        )
+    outcomes = {o.task_id: o for o in run.outcomes}
+    unverified = [t for t in run.planned if t not in outcomes or not outcomes[t].verified]
+    harmful = [f"{o.task_id}: {'; '.join(o.harmful)}" for o in run.outcomes if o.harmful]
+    evidence = {
+        "planned": len(run.planned),
+        "verified": len(run.planned) - len(unverified),
+        "unverified": unverified[:10],
+        "harmful": harmful[:10],
+        "stopped_by": run.stopped_by,
+        "tool_calls": run.tool_calls,
+        "cost": run.cost,
+    }
+    if not run.planned:
+        return CheckResult(
+            name=name, status=UNAVAILABLE, reason="the canary run planned no tasks", evidence=evidence
+        )
+    verified = f"{len(run.planned) - len(unverified)} of {len(run.planned)} canary outcomes verified"
+    if unverified or harmful:
+        parts = [verified]
+        if unverified:
+            why = outcomes[unverified[0]].reason if unverified[0] in outcomes else "never ran"
+            parts.append(f"first unverified {unverified[0]}: {why}")
+        if harmful:
+            parts.append(f"{len(harmful)} harmful effects recorded ({harmful[0]})")
+        if run.stopped_by:
+            parts.append(f"stopped by the {run.stopped_by} limit")
+        return CheckResult(name=name, status=FAIL, reason="; ".join(parts), evidence=evidence)
+    return CheckResult(name=name, status=PASS, reason=f"{verified}, no harm recorded", evidence=evidence)
+
+
+def _approved_by_authority(recorded_by: str) -> bool:
+    return recorded_by.split(":", 1)[0] in APPROVING_ROLES
+
+
+async def check_rollback(store: LightningStore, inputs: CheckInputs) -> CheckResult:
+    """7. The parent resolves now, a rollback drill reached it, and an authorized actor approved this basis."""
+    name = CheckName.ROLLBACK
+    parent_id = inputs.receipt.parent_version_id
+    now = await resolve_version(store, parent_id)
+    if not now.ok:
+        return CheckResult(name=name, status=FAIL, reason=f"parent unresolvable: {now.reason}")
+    drills = [
+        e for e in inputs.evidence if e.kind == EvidenceKind.ROLLBACK and isinstance(e.body, RollbackDrill)
+    ]
+    if not drills:
+        return CheckResult(name=name, status=UNAVAILABLE, reason="rollback to the parent was never tested")
+    drill = drills[-1].body
+    assert isinstance(drill, RollbackDrill)
+    if not drill.resolved or drill.routed_version_id != parent_id:
+        reason = f"rollback drill failed: {drill.reason} (routed to {drill.routed_version_id})"
+        return CheckResult(name=name, status=FAIL, reason=reason)
+    if drill.parent != inputs.basis.parent:
+        reason = f"rollback drill is stale: it ran with {drill.parent}, now {inputs.basis.parent}"
+        return CheckResult(name=name, status=UNAVAILABLE, reason=reason)
+    approvals = [
+        e
+        for e in inputs.evidence
+        if e.kind == EvidenceKind.APPROVAL
+        and isinstance(e.body, Approval)
+        and _approved_by_authority(e.recorded_by)
+    ]
+    if not approvals:
+        return CheckResult(
+            name=name, status=UNAVAILABLE, reason="rollback tested; no authorized approval yet"
+        )
+    approval = approvals[-1]
+    assert isinstance(approval.body, Approval)
+    changed = [
+        p
+        for p in ("evaluator", "parent", "train", "holdout", "protected", "canary")
+        if getattr(approval.body.basis, p) != getattr(inputs.basis, p)
+    ]
+    if changed:
+        reason = f"approval by {approval.recorded_by} is stale: {', '.join(changed)} changed since"
+        return CheckResult(name=name, status=UNAVAILABLE, reason=reason)
+    reason = f"parent {parent_id} resolves, drill routed to it, approved by {approval.recorded_by}"
+    return CheckResult(name=name, status=PASS, reason=reason, evidence={"approval": approval.evidence_id})

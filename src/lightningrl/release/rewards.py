@@ -1,0 +1,34 @@
+"""The evaluator's score of a rollout, and means per task."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from lightningrl.release.selection import task_id_of
+from lightningstore import LightningStore, Rollout, RolloutStatus
+
+
+async def score_of(store: LightningStore, rollout: Rollout, reward_name: str) -> float | None:
+    """The last reward named `reward_name` (the primary one for "reward"); 0 for a failed rollout without
+    one; None when a finished rollout has none (missing evidence)."""
+    rewards = await store.query_rewards(rollout.rollout_id)
+    chosen = [r for r in rewards if (r.primary if reward_name == "reward" else r.name == reward_name)]
+    if chosen:
+        return chosen[-1].value
+    return 0.0 if rollout.status != RolloutStatus.SUCCEEDED else None
+
+
+async def task_means(
+    store: LightningStore, rollouts: Sequence[Rollout], reward_name: str
+) -> tuple[dict[str, float], int]:
+    """Mean score per task id, and how many rollouts had no score."""
+    scores: dict[str, list[float]] = defaultdict(list)
+    missing = 0
+    for rollout in rollouts:
+        score = await score_of(store, rollout, reward_name)
+        if score is None:
+            missing += 1
+        else:
+            scores[task_id_of(rollout)].append(score)
+    return {task: sum(v) / len(v) for task, v in scores.items()}, missing

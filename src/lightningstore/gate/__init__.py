@@ -1,0 +1,72 @@
+"""The release gate's records: update receipts, check reports, evidence, evaluators, protected cases, policy.
+
+Mount the HTTP routes with `install_gate(app)`; open the records of a store with `gate_records(store)`.
+"""
+
+from lightningstore.gate.check import CheckName, CheckResult, CheckStatus
+from lightningstore.gate.evaluator import Evaluator
+from lightningstore.gate.evidence import (
+    Approval,
+    CanaryOutcome,
+    CanaryRun,
+    Evidence,
+    EvidenceKind,
+    EvidenceRecord,
+    RollbackDrill,
+)
+from lightningstore.gate.policy import CanaryLimits, GatePolicy, StopThresholds
+from lightningstore.gate.protected import ProtectedCase
+from lightningstore.gate.receipt import DataSnapshot, EvaluatorRef, ReceiptBody, UpdateReceipt, digest
+from lightningstore.gate.records import GateRecords
+from lightningstore.gate.verdict import DEPENDS_ON, Basis, GateReport, Verdict, stale_parts, verdict_of
+
+
+def __getattr__(name: str):
+    # These pull in SQLAlchemy, httpx or FastAPI; import them only when asked for.
+    if name == "gate_records":
+        from lightningstore.gate.open import gate_records
+
+        return gate_records
+    if name == "install_gate":
+        from lightningstore.gate.routes import install_gate
+
+        return install_gate
+    if name == "SqlGateRecords":
+        from lightningstore.gate.sql_records import SqlGateRecords
+
+        return SqlGateRecords
+    raise AttributeError(name)
+
+
+__all__ = [
+    "DEPENDS_ON",
+    "Approval",
+    "Basis",
+    "CanaryLimits",
+    "CanaryOutcome",
+    "CanaryRun",
+    "CheckName",
+    "CheckResult",
+    "CheckStatus",
+    "DataSnapshot",
+    "EvaluatorRef",
+    "Evaluator",
+    "Evidence",
+    "EvidenceKind",
+    "EvidenceRecord",
+    "GatePolicy",
+    "GateRecords",
+    "GateReport",
+    "ProtectedCase",
+    "ReceiptBody",
+    "RollbackDrill",
+    "SqlGateRecords",
+    "StopThresholds",
+    "UpdateReceipt",
+    "Verdict",
+    "digest",
+    "gate_records",
+    "install_gate",
+    "stale_parts",
+    "verdict_of",
+]

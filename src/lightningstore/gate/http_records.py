@@ -1,0 +1,112 @@
+"""HttpGateRecords: GateRecords over the store server's /v1/gate routes (through a StoreClient)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter
+
+from lightningstore.client import StoreClient, _seg
+from lightningstore.errors import NotFoundError
+from lightningstore.gate.evaluator import Evaluator
+from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
+from lightningstore.gate.policy import GatePolicy
+from lightningstore.gate.protected import ProtectedCase
+from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
+from lightningstore.gate.records import GateRecords
+from lightningstore.gate.verdict import GateReport
+
+_receipts = TypeAdapter(list[UpdateReceipt])
+_reports = TypeAdapter(list[GateReport])
+_evidence = TypeAdapter(list[EvidenceRecord])
+_evaluators = TypeAdapter(list[Evaluator])
+_cases = TypeAdapter(list[ProtectedCase])
+
+
+def _actor(recorded_by: str) -> str:
+    """The name part of a local `recorded_by`; the server adds the role from the token."""
+    return recorded_by.split(":", 1)[-1]
+
+
+class HttpGateRecords(GateRecords):
+    """Gate records of the server a StoreClient talks to, with that client's credentials."""
+
+    def __init__(self, client: StoreClient) -> None:
+        self._client = client
+
+    async def _json(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        return orjson.loads(await self._client._call(method, path, body, **kwargs))
+
+    async def add_receipt(self, body: ReceiptBody, *, created_by: str) -> UpdateReceipt:
+        data = await self._json(
+            "POST", "/v1/gate/receipts", {"body": body.model_dump(mode="json"), "actor": _actor(created_by)}
+        )
+        return UpdateReceipt.model_validate(data)
+
+    async def get_receipt(self, receipt_id: str) -> UpdateReceipt | None:
+        try:
+            return UpdateReceipt.model_validate(
+                await self._json("GET", f"/v1/gate/receipts/{_seg(receipt_id)}")
+            )
+        except NotFoundError:
+            return None
+
+    async def list_receipts(
+        self, *, resource_name: str | None = None, candidate_version_id: str | None = None
+    ) -> list[UpdateReceipt]:
+        params = {"resource_name": resource_name, "candidate_version_id": candidate_version_id}
+        return _receipts.validate_python(await self._json("GET", "/v1/gate/receipts", params=params))
+
+    async def add_report(self, report: GateReport) -> GateReport:
+        body = report.model_copy(update={"recorded_by": _actor(report.recorded_by)}).model_dump(mode="json")
+        return GateReport.model_validate(await self._json("POST", "/v1/gate/reports", body, idempotent=False))
+
+    async def list_reports(self, receipt_id: str) -> list[GateReport]:
+        return _reports.validate_python(
+            await self._json("GET", f"/v1/gate/receipts/{_seg(receipt_id)}/reports")
+        )
+
+    async def add_evidence(self, body: Evidence, *, recorded_by: str) -> EvidenceRecord:
+        payload = {"body": body.model_dump(mode="json"), "actor": _actor(recorded_by)}
+        data = await self._json("POST", "/v1/gate/evidence", payload, idempotent=False)
+        return EvidenceRecord.model_validate(data)
+
+    async def list_evidence(self, receipt_id: str, kind: EvidenceKind | None = None) -> list[EvidenceRecord]:
+        params = {"kind": EvidenceKind(kind).value if kind else None}
+        path = f"/v1/gate/receipts/{_seg(receipt_id)}/evidence"
+        return _evidence.validate_python(await self._json("GET", path, params=params))
+
+    async def register_evaluator(self, evaluator: Evaluator, *, recorded_by: str) -> Evaluator:
+        payload = {"evaluator": evaluator.model_dump(mode="json"), "actor": _actor(recorded_by)}
+        return Evaluator.model_validate(await self._json("POST", "/v1/gate/evaluators", payload))
+
+    async def current_evaluator(self, name: str) -> Evaluator | None:
+        try:
+            return Evaluator.model_validate(
+                await self._json("GET", f"/v1/gate/evaluators/{_seg(name)}/current")
+            )
+        except NotFoundError:
+            return None
+
+    async def list_evaluators(self) -> list[Evaluator]:
+        return _evaluators.validate_python(await self._json("GET", "/v1/gate/evaluators"))
+
+    async def put_protected_case(self, case: ProtectedCase, *, recorded_by: str) -> ProtectedCase:
+        payload = {"case": case.model_dump(mode="json"), "actor": _actor(recorded_by)}
+        return ProtectedCase.model_validate(await self._json("PUT", "/v1/gate/protected-cases", payload))
+
+    async def remove_protected_case(self, resource_name: str, case_id: str) -> None:
+        await self._json("DELETE", f"/v1/gate/protected-cases/{_seg(resource_name)}/{_seg(case_id)}")
+
+    async def list_protected_cases(self, resource_name: str) -> list[ProtectedCase]:
+        params = {"resource_name": resource_name}
+        return _cases.validate_python(await self._json("GET", "/v1/gate/protected-cases", params=params))
+
+    async def put_policy(self, policy: GatePolicy, *, recorded_by: str) -> GatePolicy:
+        payload = {"policy": policy.model_dump(mode="json"), "actor": _actor(recorded_by)}
+        return GatePolicy.model_validate(await self._json("PUT", "/v1/gate/policies", payload))
+
+    async def get_policy(self, resource_name: str) -> GatePolicy | None:
+        data = await self._json("GET", f"/v1/gate/policies/{_seg(resource_name)}")
+        return GatePolicy.model_validate(data) if data is not None else None

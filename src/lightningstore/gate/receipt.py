@@ -1,0 +1,81 @@
+"""The update receipt: immutable release evidence joining a candidate version to what produced it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def digest(value: Any) -> str:
+    """SHA-256 of a JSON value with sorted keys (the identity of a record's content)."""
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class DataSnapshot(BaseModel):
+    """A set of rollouts named by the SHA-256 of its sorted rollout ids, and how it was selected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    selector: str
+    """How the set is chosen, e.g. "mode=train bound to ver-..."."""
+    count: int = Field(ge=0)
+    sha256: str
+
+    @classmethod
+    def of(cls, selector: str, rollout_ids: Iterable[str]) -> DataSnapshot:
+        ids = sorted(set(rollout_ids))
+        return cls(selector=selector, count=len(ids), sha256=digest(ids))
+
+
+class EvaluatorRef(BaseModel):
+    """The evaluator a receipt was judged by: its registered name and version."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    version: str = Field(min_length=1, max_length=200)
+    reward_name: str = "reward"
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+class ReceiptBody(BaseModel):
+    """Everything a receipt pins; its digest is the receipt id."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    resource_name: str = Field(min_length=1, max_length=200)
+    candidate_version_id: str = Field(min_length=1, max_length=64)
+    parent_version_id: str | None = Field(default=None, max_length=64)
+    """The candidate's exact parent (None when the candidate has none: the gate then holds)."""
+    train: DataSnapshot
+    holdout: DataSnapshot
+    evaluator: EvaluatorRef | None = None
+    algorithm_config: dict[str, Any] = Field(default_factory=dict)
+    code_revision: str = "unknown"
+    scope: str = "default"
+    """Where the release applies (a deployment, a tenant, a traffic slice)."""
+    retry_budget: int = Field(default=0, ge=0)
+    """Unexpected retries the train and holdout data may contain."""
+    span_coverage: list[str] = Field(default_factory=list)
+    """Span kinds every finished rollout must have (agent, llm, reward, tool, step)."""
+
+
+class UpdateReceipt(ReceiptBody):
+    """A stored receipt: `receipt_id` is the digest of its body, so an edit is a different receipt."""
+
+    receipt_id: str
+    created_by: str = "unknown"
+    create_time: float
+
+    def body(self) -> ReceiptBody:
+        return ReceiptBody.model_validate(self.model_dump(include=set(ReceiptBody.model_fields)))
+
+
+def receipt_id_of(body: ReceiptBody) -> str:
+    return "rcpt-" + digest(body.model_dump(mode="json"))[:24]

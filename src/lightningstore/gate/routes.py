@@ -1,0 +1,198 @@
+"""Gate routes under /v1/gate, and `install_gate(app)` to mount them on the store server."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+import lightningstore.server.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
+from lightningstore.errors import NotFoundError
+from lightningstore.gate.authority import (
+    DEFINE_JUDGEMENT,
+    FILE_RECEIPT,
+    RECORD_EVIDENCE,
+    recorded_by,
+    require_reader,
+    require_role,
+)
+from lightningstore.gate.evaluator import Evaluator
+from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
+from lightningstore.gate.open import gate_records
+from lightningstore.gate.policy import GatePolicy
+from lightningstore.gate.protected import ProtectedCase
+from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
+from lightningstore.gate.records import GateRecords
+from lightningstore.gate.verdict import GateReport
+from lightningstore.server.auth import current_caller
+from lightningstore.server.tokens import Caller
+
+router = APIRouter(prefix="/v1/gate", tags=["gate"])
+Actor = Field(default=None, max_length=200)
+
+
+class ReceiptIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    body: ReceiptBody
+    actor: str | None = Actor
+
+
+class EvidenceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    body: Evidence
+    actor: str | None = Actor
+
+
+class EvaluatorIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    evaluator: Evaluator
+    actor: str | None = Actor
+
+
+class ProtectedCaseIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    case: ProtectedCase
+    actor: str | None = Actor
+
+
+class PolicyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    policy: GatePolicy
+    actor: str | None = Actor
+
+
+def _context(request: Request) -> tuple[GateRecords, Caller]:
+    return request.app.state.gate, current_caller(request)
+
+
+@router.post("/receipts")
+async def add_receipt(request: Request, body: ReceiptIn) -> UpdateReceipt:
+    """File an immutable receipt (same body again: the stored one)."""
+    gate, caller = _context(request)
+    require_role(caller, FILE_RECEIPT, "file receipts")
+    return await gate.add_receipt(body.body, created_by=recorded_by(caller, body.actor))
+
+
+@router.get("/receipts")
+async def list_receipts(
+    request: Request, resource_name: str | None = None, candidate_version_id: str | None = None
+) -> list[UpdateReceipt]:
+    """Receipts, oldest first."""
+    gate, caller = _context(request)
+    require_reader(caller)
+    return await gate.list_receipts(resource_name=resource_name, candidate_version_id=candidate_version_id)
+
+
+@router.get("/receipts/{receipt_id:id}")
+async def get_receipt(request: Request, receipt_id: str) -> UpdateReceipt:
+    """One receipt (404 if unknown)."""
+    gate, caller = _context(request)
+    require_reader(caller)
+    receipt = await gate.get_receipt(receipt_id)
+    if receipt is None:
+        raise NotFoundError("receipt", receipt_id)
+    return receipt
+
+
+@router.post("/reports")
+async def add_report(request: Request, report: GateReport) -> GateReport:
+    """Append a check report (approver or admin)."""
+    gate, caller = _context(request)
+    require_role(caller, RECORD_EVIDENCE, "record gate reports")
+    stamped = report.model_copy(update={"recorded_by": recorded_by(caller, report.recorded_by)})
+    return await gate.add_report(stamped)
+
+
+@router.get("/receipts/{receipt_id:id}/reports")
+async def list_reports(request: Request, receipt_id: str) -> list[GateReport]:
+    gate, caller = _context(request)
+    require_reader(caller)
+    return await gate.list_reports(receipt_id)
+
+
+@router.post("/evidence")
+async def add_evidence(request: Request, body: EvidenceIn) -> EvidenceRecord:
+    """Append a canary run, rollback drill or approval (approver or admin)."""
+    gate, caller = _context(request)
+    require_role(caller, RECORD_EVIDENCE, f"record {body.body.kind} evidence")
+    return await gate.add_evidence(body.body, recorded_by=recorded_by(caller, body.actor))
+
+
+@router.get("/receipts/{receipt_id:id}/evidence")
+async def list_evidence(
+    request: Request, receipt_id: str, kind: EvidenceKind | None = None
+) -> list[EvidenceRecord]:
+    gate, caller = _context(request)
+    require_reader(caller)
+    return await gate.list_evidence(receipt_id, kind)
+
+
+@router.post("/evaluators")
+async def register_evaluator(request: Request, body: EvaluatorIn) -> Evaluator:
+    """Register an evaluator version (admin only)."""
+    gate, caller = _context(request)
+    require_role(caller, DEFINE_JUDGEMENT, "register evaluators")
+    return await gate.register_evaluator(body.evaluator, recorded_by=recorded_by(caller, body.actor))
+
+
+@router.get("/evaluators")
+async def list_evaluators(request: Request) -> list[Evaluator]:
+    gate, caller = _context(request)
+    require_reader(caller)
+    return await gate.list_evaluators()
+
+
+@router.get("/evaluators/{name:id}/current")
+async def current_evaluator(request: Request, name: str) -> Evaluator:
+    gate, caller = _context(request)
+    require_reader(caller)
+    found = await gate.current_evaluator(name)
+    if found is None:
+        raise NotFoundError("evaluator", name)
+    return found
+
+
+@router.put("/protected-cases")
+async def put_protected_case(request: Request, body: ProtectedCaseIn) -> ProtectedCase:
+    """Create or replace a protected case (admin only)."""
+    gate, caller = _context(request)
+    require_role(caller, DEFINE_JUDGEMENT, "change protected cases")
+    return await gate.put_protected_case(body.case, recorded_by=recorded_by(caller, body.actor))
+
+
+@router.delete("/protected-cases/{resource_name:id}/{case_id:id}")
+async def remove_protected_case(request: Request, resource_name: str, case_id: str) -> dict[str, bool]:
+    gate, caller = _context(request)
+    require_role(caller, DEFINE_JUDGEMENT, "change protected cases")
+    await gate.remove_protected_case(resource_name, case_id)
+    return {"removed": True}
+
+
+@router.get("/protected-cases")
+async def list_protected_cases(request: Request, resource_name: str) -> list[ProtectedCase]:
+    gate, caller = _context(request)
+    require_reader(caller)
+    return await gate.list_protected_cases(resource_name)
+
+
+@router.put("/policies")
+async def put_policy(request: Request, body: PolicyIn) -> GatePolicy:
+    """Create or replace a resource's release policy (admin only)."""
+    gate, caller = _context(request)
+    require_role(caller, DEFINE_JUDGEMENT, "change gate policies")
+    return await gate.put_policy(body.policy, recorded_by=recorded_by(caller, body.actor))
+
+
+@router.get("/policies/{resource_name:id}")
+async def get_policy(request: Request, resource_name: str) -> GatePolicy | None:
+    """The stored policy, or null (the defaults apply)."""
+    gate, caller = _context(request)
+    require_reader(caller)
+    return await gate.get_policy(resource_name)
+
+
+def install_gate(app: FastAPI, records: GateRecords | None = None) -> GateRecords:
+    """Add the `/v1/gate` routes to `app` (made by `create_app`; its `state.store` backs the records)."""
+    gate = records if records is not None else gate_records(app.state.store)
+    app.state.gate = gate
+    app.include_router(router)
+    return gate

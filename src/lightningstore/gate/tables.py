@@ -1,0 +1,83 @@
+"""Gate tables on the store's one metadata (imported at the end of lightningstore.tables)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from lightningstore.tables import JsonType, Time, metadata
+
+
+def _seq() -> sa.Column:
+    return sa.Column(
+        "seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+
+
+gate_receipts = sa.Table(
+    "gate_receipts",
+    metadata,
+    sa.Column("receipt_id", sa.String(64), primary_key=True),
+    sa.Column("resource_name", sa.String(200), nullable=False),
+    sa.Column("candidate_version_id", sa.String(64), nullable=False),
+    sa.Column("body", JsonType, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("create_time", Time, nullable=False),
+)
+sa.Index("ix_gate_receipts_candidate", gate_receipts.c.candidate_version_id)
+
+gate_reports = sa.Table(
+    "gate_reports",
+    metadata,
+    _seq(),
+    sa.Column("report_id", sa.String(64), nullable=False, unique=True),
+    sa.Column("receipt_id", sa.String(64), sa.ForeignKey("gate_receipts.receipt_id"), nullable=False),
+    sa.Column("verdict", sa.String(32), nullable=False),
+    sa.Column("body", JsonType, nullable=False),
+    sa.Column("recorded_by", sa.String(200), nullable=False),
+    sa.Column("create_time", Time, nullable=False),
+)
+sa.Index("ix_gate_reports_receipt", gate_reports.c.receipt_id, gate_reports.c.seq)
+
+gate_evidence = sa.Table(
+    "gate_evidence",
+    metadata,
+    _seq(),
+    sa.Column("evidence_id", sa.String(64), nullable=False, unique=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("receipt_id", sa.String(64), sa.ForeignKey("gate_receipts.receipt_id"), nullable=False),
+    sa.Column("body", JsonType, nullable=False),
+    sa.Column("recorded_by", sa.String(200), nullable=False),
+    sa.Column("create_time", Time, nullable=False),
+)
+sa.Index("ix_gate_evidence_receipt", gate_evidence.c.receipt_id, gate_evidence.c.seq)
+
+gate_evaluators = sa.Table(
+    "gate_evaluators",
+    metadata,
+    _seq(),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("version", sa.String(200), nullable=False),
+    sa.Column("body", JsonType, nullable=False),
+    sa.Column("recorded_by", sa.String(200), nullable=False),
+    sa.Column("create_time", Time, nullable=False),
+    sa.UniqueConstraint("name", "version", name="uq_gate_evaluators_name_version"),
+)
+
+gate_protected_cases = sa.Table(
+    "gate_protected_cases",
+    metadata,
+    sa.Column("resource_name", sa.String(200), primary_key=True),
+    sa.Column("case_id", sa.String(200), primary_key=True),
+    sa.Column("body", JsonType, nullable=False),
+    sa.Column("recorded_by", sa.String(200), nullable=False),
+    sa.Column("update_time", Time, nullable=False),
+)
+
+gate_policies = sa.Table(
+    "gate_policies",
+    metadata,
+    sa.Column("resource_name", sa.String(200), primary_key=True),
+    sa.Column("body", JsonType, nullable=False),
+    sa.Column("recorded_by", sa.String(200), nullable=False),
+    sa.Column("update_time", Time, nullable=False),
+)
