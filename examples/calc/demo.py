@@ -73,7 +73,9 @@ async def main(args: argparse.Namespace) -> None:
             out / "model-warmup",
             WarmupConfig(steps=args.warmup_steps, lr=args.warmup_lr, seed=args.seed),
         )
-        console.print(f"built the tiny model and warmed it up on random-tool demonstrations (loss {losses[-1]:.3f})")
+        console.print(
+            f"built the tiny model and warmed it up on random-tool demonstrations (loss {losses[-1]:.3f})"
+        )
 
     store = SqlStore(out / "store.db")
     async with local_stack(store, warm, model_name=MODEL_NAME, cpu_threads=args.cpu_threads) as urls:
@@ -96,7 +98,7 @@ async def main(args: argparse.Namespace) -> None:
             balance_by="op",
             output_dir=out,
             seed=args.seed,
-            advantage=AdvantageConfig(estimator="grpo"),
+            advantage=AdvantageConfig(estimator="grpo", negative_weight=args.negative_weight),
             trainer=TrainerConfig(
                 lr=args.lr,
                 micro_batch_size=64,
@@ -151,10 +153,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, default=900)
     p.add_argument("--warmup-lr", type=float, default=3e-3)
     p.add_argument("--cpu-threads", type=int, default=1)
-    p.add_argument("--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)")
+    p.add_argument(
+        "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
+    )
     p.add_argument("--loss-agg", default="token-mean", help="verl loss aggregation mode")
-    p.add_argument("--mini-batch", type=int, default=None, help="sequences per optimiser step (None: the batch)")
+    p.add_argument(
+        "--mini-batch", type=int, default=None, help="sequences per optimiser step (None: the batch)"
+    )
     p.add_argument("--ppo-epochs", type=int, default=1)
+    p.add_argument("--negative-weight", type=float, default=0.25, help="scale of negative advantages")
     return p.parse_args(argv)
 
 

@@ -32,10 +32,17 @@ class AdvantageConfig:
     drop_uniform_groups: bool = True
     """Drop baseline groups whose call values are all equal (a lone call too): they carry no signal."""
     uniform_tolerance: float = 1e-9
+    negative_weight: float = 1.0
+    """Scale of negative advantages (1.0: the estimator as is). Below 1 is asymmetric REINFORCE: a tiny
+    policy pushed away from its failures leaks probability onto tokens no sample tried (here: broken
+    tool-call format) faster than it learns which choice succeeds; down-weighting failures keeps the
+    push on what worked."""
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
+        if not 0.0 <= self.negative_weight <= 1.0:
+            raise ValueError(f"negative_weight must be in [0, 1], got {self.negative_weight!r}")
 
 
 @dataclass
@@ -93,6 +100,8 @@ def compute_advantages(batch: SequenceBatch, config: AdvantageConfig | None = No
             np.array([batch.group_ids[rows[j]] for j in kept], dtype=object),
             config,
         )
+        if config.negative_weight != 1.0:
+            seg_adv = torch.where(seg_adv < 0, seg_adv * config.negative_weight, seg_adv)
         for out_row, j in enumerate(kept):
             where = positions[j]
             advantages[rows[j], where] = seg_adv[out_row, : len(where)]

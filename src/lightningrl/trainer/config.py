@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from lightningrl.advantages import PolicyLossConfig
 
@@ -15,6 +16,11 @@ class TrainerConfig:
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = 1.0
+    optimizer: str = "AdamW"
+    """A torch.optim class name, built by verl (e.g. "SGD": no per-parameter rescaling, so weights the
+    reward says nothing about stay put — Adam moves every weight by ~lr per step on noisy RL gradients)."""
+    optimizer_kwargs: dict[str, Any] | None = None
+    """Extra optimizer arguments (e.g. {"eps": 1e-5} or {"momentum": 0.9})."""
     mini_batch_size: int | None = None
     """Rows per optimiser step (global across ranks); None makes the whole batch one mini-batch."""
     micro_batch_size: int = 8

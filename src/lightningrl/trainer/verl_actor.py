@@ -87,6 +87,8 @@ class VerlActorTrainer:
             weight_decay=cfg.weight_decay,
             clip_grad=cfg.grad_clip,
             total_training_steps=cfg.total_training_steps,
+            optimizer=cfg.optimizer,
+            override_optimizer_config=cfg.optimizer_kwargs,
         )
         actor = FSDPActorConfig(
             strategy=cfg.strategy,
