@@ -25,7 +25,7 @@ from agent import calc_agent  # noqa: E402
 from rich.console import Console  # noqa: E402
 from tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 
-from algorithm import Evaluate, Task  # noqa: E402
+from algorithm import Task  # noqa: E402
 from lightningrl.advantages import AdvantageConfig, PolicyLossConfig  # noqa: E402
 from lightningrl.config import LightningRLConfig  # noqa: E402
 from lightningrl.local_stack import local_stack  # noqa: E402
@@ -111,30 +111,20 @@ async def main(args: argparse.Namespace) -> None:
         )
         heldout_tasks = as_tasks(heldout)
         rl = LightningRL(store, as_tasks(train), heldout_tasks, config, console=console)
-        before_version = (await store.get_latest_version("llm")).version_id
-        before_set = await store.add_resource_set({"llm": before_version})
-        before = await Evaluate(
-            store,
-            heldout_tasks,
-            resources_id=before_set.resources_id,
-            n=1,
-            mode="val",
-            group_prefix="before/",
-        ).run()
-        console.print(f"held-out success before RL: {before.success_rate:.2f}  {before.by_tag}")
-        metrics = await rl.run()
-        after = await rl.evaluate(heldout_tasks, group_prefix="after/")
+        metrics = await rl.run()  # validates before the first step (step 0) and after the last
         runner.stop()
         await asyncio.wait_for(runner_task, timeout=60)
     await store.close()
     wall = time.perf_counter() - started
-    console.print(f"held-out success after RL: {after.success_rate:.2f}  {after.by_tag}")
-    console.print(
-        f"metrics: {out / 'metrics.csv'}   reward curve: {out / 'reward_curve.png'}   steps: {len(metrics.rows)}"
-    )
+    validations = [r for r in metrics.rows if "val/success" in r]
+    before, after = validations[0], validations[-1]
+    for label, row in (("before", before), ("after", after)):
+        slices = {k.removeprefix("val/success"): round(v, 2) for k, v in row.items() if k.startswith("val/success[")}
+        console.print(f"held-out success {label} RL: {row['val/success']:.2f}  {slices}")
+    console.print(f"metrics: {out / 'metrics.csv'}   reward curve: {out / 'reward_curve.png'}")
     print(
-        f"held-out success: before {before.success_rate:.2f} after {after.success_rate:.2f} "
-        f"(seed {args.seed}, {wall:.0f} s wall)"
+        f"held-out success: before {before['val/success']:.2f} after {after['val/success']:.2f} "
+        f"(seed {args.seed}, {len(metrics.rows) - 1} RL steps, {wall:.0f} s wall)"
     )
 
 
@@ -142,11 +132,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="runs/calc")
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=50)
     p.add_argument("--tasks-per-step", type=int, default=9)
     p.add_argument("--n", type=int, default=8, help="rollouts per task (GRPO group size)")
     p.add_argument("--val-every", type=int, default=10)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--workers", type=int, default=32)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
@@ -157,11 +147,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
     )
     p.add_argument("--loss-agg", default="token-mean", help="verl loss aggregation mode")
-    p.add_argument(
-        "--mini-batch", type=int, default=None, help="sequences per optimiser step (None: the batch)"
-    )
-    p.add_argument("--ppo-epochs", type=int, default=1)
-    p.add_argument("--negative-weight", type=float, default=0.25, help="scale of negative advantages")
+    p.add_argument("--mini-batch", type=int, default=24, help="sequences per optimiser step")
+    p.add_argument("--ppo-epochs", type=int, default=4)
+    p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")
     return p.parse_args(argv)
 
 

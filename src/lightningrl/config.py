@@ -19,6 +19,8 @@ class LightningRLConfig:
     """n: rollouts per task, one GRPO group."""
     val_every: int = 5
     """Validate on the held-out tasks every k steps (and after the last); 0 disables."""
+    validate_first: bool = True
+    """Validate before the first step too (logged as step 0: the pre-RL baseline)."""
     val_rollouts_per_task: int = 1
     val_mode: str = "val"
     success_threshold: float = 1.0

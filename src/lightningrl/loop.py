@@ -109,6 +109,8 @@ class LightningRL(Algorithm):
         """Train for `config.steps` steps, validating every `val_every`; returns the metrics."""
         llm = await self._start() if self.version is None else self._current_llm()
         cfg = self.config
+        if cfg.validate_first and cfg.val_every and self.val_tasks and self.global_step == 0:
+            self.metrics.log({"step": 0, **(await self.validate(0))})
         with self._progress() as progress:
             bar = progress.add_task("RL steps", total=cfg.steps, info="")
             for local_step in range(1, cfg.steps + 1):
@@ -203,7 +205,7 @@ class LightningRL(Algorithm):
 
     async def validate(self, step: int | None = None) -> dict[str, float]:
         """Held-out success of the current version."""
-        result = await self.evaluate(self.val_tasks, group_prefix=f"val{step}/" if step else "val/")
+        result = await self.evaluate(self.val_tasks, group_prefix=f"val{step}/" if step is not None else "val/")
         row = {"val/success": result.success_rate, "val/reward_mean": result.mean_reward}
         row.update({f"val/success[{k}]": v for k, v in result.by_tag.items()})
         return row
