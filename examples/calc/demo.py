@@ -103,6 +103,10 @@ async def main(args: argparse.Namespace) -> None:
                 lr=args.lr,
                 micro_batch_size=64,
                 mini_batch_size=args.mini_batch,
+                # cosine decay over the run: the late, nearly-solved steps must not shake the policy
+                lr_schedule="cosine",
+                min_lr_ratio=0.1,
+                total_training_steps=args.steps,
                 ppo_epochs=args.ppo_epochs,
                 shuffle=True,
                 seed=args.seed,

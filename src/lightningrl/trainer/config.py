@@ -37,6 +37,9 @@ class TrainerConfig:
     attn_implementation: str = "sdpa"
     gradient_checkpointing: bool = False
     use_torch_compile: bool = False
+    lr_schedule: str = "constant"
+    """verl's scheduler: "constant" or "cosine" (decays to `min_lr_ratio` x lr over total_training_steps)."""
+    min_lr_ratio: float = 0.0
     total_training_steps: int = 1_000_000
     """Horizon of verl's LR scheduler (constant by default, so only its warm-up reads it)."""
 

@@ -88,6 +88,8 @@ class VerlActorTrainer:
             clip_grad=cfg.grad_clip,
             total_training_steps=cfg.total_training_steps,
             optimizer=cfg.optimizer,
+            lr_scheduler_type=cfg.lr_schedule,
+            min_lr_ratio=cfg.min_lr_ratio,
             override_optimizer_config=cfg.optimizer_kwargs,
         )
         actor = FSDPActorConfig(

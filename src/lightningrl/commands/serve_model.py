@@ -1,0 +1,79 @@
+"""`lightningrl serve-model --checkpoint DIR | --resource NAME --store DB` and `lightningrl build-tiny-model`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "serve-model", help="serve a checkpoint over the OpenAI API (tiny models, CPU or CUDA)"
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="a Hugging Face model directory")
+    source.add_argument(
+        "--resource", help="serve the checkpoint of this LLM resource's version (see --pointer)"
+    )
+    parser.add_argument("--store", default="lightningrl.db", help="store DB or server URL, with --resource")
+    parser.add_argument("--pointer", choices=["latest", "approved"], default="approved")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    parser.add_argument("--max-batch-size", type=int, default=16)
+    parser.add_argument("--served-model-name", default=None)
+    parser.set_defaults(func=_serve)
+
+    build = sub.add_parser("build-tiny-model", help="build a seeded tiny Qwen2-style model + tokenizer")
+    build.add_argument("out_dir")
+    build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--tokenizer", choices=["bpe", "word"], default="bpe")
+    build.add_argument("--hidden-size", type=int, default=128)
+    build.add_argument("--layers", type=int, default=2)
+    build.set_defaults(func=_build)
+
+
+def _checkpoint_of(args: argparse.Namespace) -> str:
+    if args.checkpoint:
+        return args.checkpoint
+    from lightningrl.store_access import open_store
+
+    async def lookup() -> str:
+        store = open_store(args.store)
+        try:
+            version = await store.get_pointer(args.resource, args.pointer)
+        finally:
+            await store.close()
+        if version is None or not getattr(version.resource, "checkpoint", None):
+            raise SystemExit(f"resource {args.resource!r} has no {args.pointer} version with a checkpoint")
+        return version.resource.checkpoint
+
+    return asyncio.run(lookup())
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from lightningrl.serving import run_server
+
+    run_server(
+        _checkpoint_of(args),
+        host=args.host,
+        port=args.port,
+        device=args.device,
+        max_batch_size=args.max_batch_size,
+        served_model_name=args.served_model_name,
+    )
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from lightningrl.tinylm import build_tiny_model
+
+    path = build_tiny_model(
+        args.out_dir,
+        seed=args.seed,
+        tokenizer_kind=args.tokenizer,
+        hidden_size=args.hidden_size,
+        num_layers=args.layers,
+    )
+    print(path)
+    return 0
