@@ -68,7 +68,7 @@ class SqlResources(SqlBase):
                 )
             ).first()
             if row is not None:
-                stored = version_from_row(row)
+                stored = version_from_row(row._mapping)
                 if stored.name != name or stored.resource != resource or stored.parent_id != parent_id:
                     raise ConflictError(f"resource version {version_id!r} already exists with other content")
                 return stored
@@ -181,7 +181,7 @@ class SqlResources(SqlBase):
         row = (
             conn.execute(sa.select(t.resource_versions).where(t.resource_versions.c.version_id == version_id))
         ).first()
-        return version_from_row(row) if row is not None else None
+        return version_from_row(row._mapping) if row is not None else None
 
     async def get_resource_version(self, version_id: str) -> ResourceVersion | None:
         def _tx(conn: sa.Connection) -> Any:
@@ -210,7 +210,7 @@ class SqlResources(SqlBase):
             query = query.where(t.resource_versions.c.name == name)
 
         def _tx(conn: sa.Connection) -> Any:
-            return [version_from_row(r) for r in conn.execute(query)]
+            return [version_from_row(r._mapping) for r in conn.execute(query)]
 
         return await self._read(_tx)
 
@@ -274,6 +274,9 @@ class SqlResources(SqlBase):
             query = query.where(t.pointer_history.c.pointer == _pointer(pointer).value)
 
         def _tx(conn: sa.Connection) -> Any:
-            return [pointer_move_from_row(r) for r in conn.execute(query.order_by(t.pointer_history.c.seq))]
+            return [
+                pointer_move_from_row(r._mapping)
+                for r in conn.execute(query.order_by(t.pointer_history.c.seq))
+            ]
 
         return await self._read(_tx)

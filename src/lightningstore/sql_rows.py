@@ -1,10 +1,9 @@
-"""Row <-> model conversion for SqlStore."""
+"""Row -> model conversion for SqlStore; a row is a mapping of column name to value."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
-
-import sqlalchemy as sa
 
 from lightningstore.attempt import Attempt
 from lightningstore.resource import PointerMove, ResourceVersion
@@ -13,53 +12,39 @@ from lightningstore.rollout import Rollout
 from lightningstore.span import Span
 from lightningstore.worker import Worker
 
+Row = Mapping[str, Any]
 
-def rollout_from_row(row: sa.Row[Any]) -> Rollout:
-    m = row._mapping
-    return Rollout.model_validate(
-        {
-            "rollout_id": m["rollout_id"],
-            "input": m["input"],
-            "mode": m["mode"],
-            "resources_id": m["resources_id"],
-            "config": m["config"],
-            "status": m["status"],
-            "metadata": m["metadata"],
-            "group_id": m["group_id"],
-            "enqueue_time": m["enqueue_time"],
-            "start_time": m["start_time"],
-            "end_time": m["end_time"],
-            "num_attempts": m["num_attempts"],
-            "failure_reason": m["failure_reason"],
-        }
-    )
+_ROLLOUT_FIELDS = tuple(Rollout.model_fields)
+_NOT_A_FIELD = ("seq",)
 
 
-def attempt_from_row(row: sa.Row[Any]) -> Attempt:
-    return Attempt.model_validate(dict(row._mapping))
+def _fields(row: Row, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {key: value for key, value in row.items() if key not in drop}
 
 
-def span_from_row(row: sa.Row[Any]) -> Span:
-    return Span.model_validate(dict(row._mapping))
+def rollout_from_row(row: Row) -> Rollout:
+    return Rollout.model_validate({name: row[name] for name in _ROLLOUT_FIELDS})
 
 
-def reward_from_row(row: sa.Row[Any]) -> Reward:
-    m = dict(row._mapping)
-    m.pop("seq", None)
-    return Reward.model_validate(m)
+def attempt_from_row(row: Row) -> Attempt:
+    return Attempt.model_validate(row)
 
 
-def version_from_row(row: sa.Row[Any]) -> ResourceVersion:
-    m = dict(row._mapping)
-    m.pop("seq", None)
-    return ResourceVersion.model_validate(m)
+def span_from_row(row: Row) -> Span:
+    return Span.model_validate(row)
 
 
-def pointer_move_from_row(row: sa.Row[Any]) -> PointerMove:
-    m = dict(row._mapping)
-    m.pop("seq", None)
-    return PointerMove.model_validate(m)
+def reward_from_row(row: Row) -> Reward:
+    return Reward.model_validate(_fields(row, _NOT_A_FIELD))
 
 
-def worker_from_row(row: sa.Row[Any]) -> Worker:
-    return Worker.model_validate(dict(row._mapping))
+def version_from_row(row: Row) -> ResourceVersion:
+    return ResourceVersion.model_validate(_fields(row, _NOT_A_FIELD))
+
+
+def pointer_move_from_row(row: Row) -> PointerMove:
+    return PointerMove.model_validate(_fields(row, _NOT_A_FIELD))
+
+
+def worker_from_row(row: Row) -> Worker:
+    return Worker.model_validate(row)

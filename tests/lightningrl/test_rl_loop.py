@@ -78,7 +78,7 @@ async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path)
             store, tasks, resources_id=before_set.resources_id, n=16, group_prefix="b/"
         ).run()
         metrics = await rl.run()
-        trained_rows = list(metrics.rows)
+        trained_rows = [r for r in metrics.rows if r["step"] > 0]  # step 0: the validation before training
 
         # continuous mode: rollouts someone else enqueued get trained on once
         outside = await rl.enqueue_tasks(tasks, n=4, resources_id=rl.resources_id, group_prefix="prod/")
@@ -88,6 +88,7 @@ async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path)
         runner.stop()
         await asyncio.wait_for(runner_task, timeout=60)
 
+    assert metrics.rows[0]["step"] == 0 and "val/success" in metrics.rows[0]
     after = trained_rows[-1]["val/success"]
     assert 0.2 < before.success_rate < 0.8, before.success_rate  # the warm-up did not solve it
     assert after >= min(before.success_rate + 0.2, 0.95), (before.success_rate, after)

@@ -1,0 +1,113 @@
+"""Attempt progress for SqlStore: heartbeats, updates and the watchdog sweep."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from lightningstore import sql_statements as q
+from lightningstore import tables as t
+from lightningstore.attempt import Attempt
+from lightningstore.errors import IllegalTransitionError, InvalidInputError, NotFoundError
+from lightningstore.rollout import RolloutConfig
+from lightningstore.sql_base import parse_enum
+from lightningstore.sql_lifecycle import SqlLifecycle
+from lightningstore.status import AttemptStatus, WorkerStatus
+from lightningstore.unset import UNSET, Unset
+
+
+class SqlAttempts(SqlLifecycle):
+    _last_sweep = 0.0
+    sweep_interval = 1.0
+
+    async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
+        def _tx(conn: sa.Connection) -> Attempt:
+            attempt = self._get_attempt(conn, rollout_id, attempt_id)
+            if attempt.status.terminal:
+                raise IllegalTransitionError(
+                    "attempt", attempt_id, attempt.status.value, AttemptStatus.RUNNING.value
+                )
+            attempt = self._mark_alive(conn, attempt)
+            if worker_id is not None:
+                self._touch_worker(conn, worker_id, WorkerStatus.BUSY, rollout_id, attempt_id)
+            return attempt
+
+        return await self._write(_tx)
+
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str | Literal["latest"],
+        *,
+        status: AttemptStatus | str | Unset = UNSET,
+        failure_reason: str | None | Unset = UNSET,
+        worker_id: str | None | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+    ) -> Attempt:
+        new_status = parse_enum(AttemptStatus, status, "status") if status is not UNSET else UNSET
+        if metadata is not UNSET and not isinstance(metadata, dict):
+            raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
+        values: dict[str, Any] = {}
+        if failure_reason is not UNSET:
+            values["failure_reason"] = failure_reason
+        if worker_id is not UNSET:
+            values["worker_id"] = worker_id
+        if metadata is not UNSET:
+            values["metadata"] = metadata
+
+        def _tx(conn: sa.Connection) -> Attempt:
+            target_id = attempt_id
+            if target_id == "latest":
+                latest = self._latest_attempt(conn, rollout_id)
+                if latest is None:
+                    raise NotFoundError("attempt", f"latest of rollout {rollout_id}")
+                target_id = latest.attempt_id
+            attempt = self._get_attempt(conn, rollout_id, target_id)
+            if values:  # rare: built per call
+                conn.execute(
+                    sa.update(t.attempts).where(t.attempts.c.attempt_id == target_id).values(**values)
+                )
+                attempt = attempt.model_copy(update=values)
+            if new_status is not UNSET and new_status != attempt.status:
+                attempt = self._finish_attempt(conn, attempt, new_status, attempt.failure_reason)
+            return attempt
+
+        return await self._write(_tx)
+
+    # ---- the watchdog --------------------------------------------------------------------------
+
+    async def _maybe_sweep(self) -> None:
+        now = self.now()
+        if now - self._last_sweep >= self.sweep_interval:
+            self._last_sweep = now
+            await self.sweep_stale_attempts(now)
+
+    async def sweep_stale_attempts(self, now: float | None = None) -> list[Attempt]:
+        at = self.now() if now is None else now
+        return await self._write(lambda conn: self._sweep(conn, at))
+
+    def _sweep(self, conn: sa.Connection, now: float) -> list[Attempt]:
+        changed: list[Attempt] = []
+        for row in q.SELECT_OPEN_ATTEMPTS.run(conn).rows:
+            m = dict(row)
+            config = RolloutConfig.model_validate(m.pop("rollout_config"))
+            attempt = Attempt.model_validate(m)
+            if config.timeout_seconds is not None and now - attempt.start_time > config.timeout_seconds:
+                status, reason = (
+                    AttemptStatus.TIMEOUT,
+                    f"attempt exceeded timeout of {config.timeout_seconds}s",
+                )
+            elif (
+                config.unresponsive_seconds is not None
+                and attempt.status != AttemptStatus.UNRESPONSIVE
+                and now - (attempt.last_heartbeat_time or attempt.start_time) > config.unresponsive_seconds
+            ):
+                status, reason = (
+                    AttemptStatus.UNRESPONSIVE,
+                    f"no span or heartbeat for {config.unresponsive_seconds}s",
+                )
+            else:
+                continue
+            changed.append(self._finish_attempt(conn, attempt, status, reason))
+        return changed

@@ -1,0 +1,205 @@
+"""Rollouts for SqlStore: enqueue, claim, start, update and wait."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from lightningstore import sql_statements as q
+from lightningstore import tables as t
+from lightningstore.attempt import AttemptedRollout
+from lightningstore.errors import ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError
+from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
+from lightningstore.sql_attempts import SqlAttempts
+from lightningstore.sql_base import new_id, parse_enum
+from lightningstore.sql_queries import SqlQueries
+from lightningstore.sql_rows import rollout_from_row
+from lightningstore.status import RolloutMode, RolloutStatus, check_rollout_transition
+from lightningstore.unset import UNSET, Unset
+
+
+class SqlRollouts(SqlAttempts, SqlQueries):
+    async def enqueue_many_rollouts(self, requests: Sequence[RolloutRequest]) -> list[Rollout]:
+        requests = [
+            r if isinstance(r, RolloutRequest) else RolloutRequest.model_validate(r) for r in requests
+        ]
+        if not requests:
+            return []
+        given = [r.rollout_id for r in requests if r.rollout_id]
+        now = self.now()
+
+        def _tx(conn: sa.Connection) -> list[Rollout]:
+            self._check_resources_ids(conn, {r.resources_id for r in requests if r.resources_id})
+            if len(given) != len(set(given)):
+                raise InvalidInputError("rollout_id", "the same rollout_id appears twice in one request")
+            existing: dict[str, Rollout] = {}
+            if given:
+                rows = conn.execute(sa.select(t.rollouts).where(t.rollouts.c.rollout_id.in_(given)))
+                existing = {r.rollout_id: r for r in (rollout_from_row(row._mapping) for row in rows)}
+            base_seq = conn.execute(q.MAX_QUEUE_SEQ).scalar_one()
+            result: list[Rollout] = []
+            new_rows: list[dict[str, Any]] = []
+            for i, req in enumerate(requests):
+                if req.rollout_id in existing:
+                    stored = existing[req.rollout_id]
+                    if stored.input != req.input:
+                        raise ConflictError(
+                            f"rollout {req.rollout_id!r} already exists with a different input"
+                        )
+                    result.append(stored)
+                    continue
+                rollout = Rollout(
+                    rollout_id=req.rollout_id or new_id("ro"),
+                    input=req.input,
+                    mode=req.mode,
+                    resources_id=req.resources_id,
+                    config=req.config,
+                    status=RolloutStatus.QUEUING,
+                    metadata=req.metadata,
+                    group_id=req.group_id,
+                    enqueue_time=now,
+                )
+                row = rollout.model_dump(mode="json")
+                row["queue_seq"] = base_seq + i + 1
+                new_rows.append(row)
+                result.append(rollout)
+            if new_rows:
+                conn.execute(q.INSERT_ROLLOUT, new_rows)
+            return result
+
+        return await self._write(_tx)
+
+    async def dequeue_many_rollouts(
+        self, limit: int, *, worker_id: str | None = None
+    ) -> list[AttemptedRollout]:
+        if limit < 1:
+            raise InvalidInputError("limit", f"must be at least 1, got {limit}")
+        await self._maybe_sweep()
+
+        def _tx(conn: sa.Connection) -> list[AttemptedRollout]:
+            rows = q.OLDEST_WAITING[self.dialect].run(conn, {"limit": limit}).rows
+            return self._open_attempts(conn, [rollout_from_row(row) for row in rows], worker_id)
+
+        return await self._write(_tx)
+
+    async def start_rollout(
+        self,
+        input: Any,
+        *,
+        mode: RolloutMode | str = RolloutMode.TRAIN,
+        resources_id: str | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        group_id: str | None = None,
+        worker_id: str | None = None,
+    ) -> AttemptedRollout:
+        (rollout,) = await self.enqueue_many_rollouts(
+            [
+                RolloutRequest(
+                    input=input,
+                    mode=parse_enum(RolloutMode, mode, "mode"),
+                    resources_id=resources_id,
+                    config=config or RolloutConfig(),
+                    metadata=metadata or {},
+                    group_id=group_id,
+                )
+            ]
+        )
+        return await self.start_attempt(rollout.rollout_id, worker_id=worker_id)
+
+    async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
+        def _tx(conn: sa.Connection) -> AttemptedRollout:
+            rollout = self._get_rollout(conn, rollout_id, lock=True)
+            if rollout.status.value not in q.WAITING:
+                raise IllegalTransitionError(
+                    "rollout", rollout_id, rollout.status.value, RolloutStatus.PREPARING.value
+                )
+            (claimed,) = self._open_attempts(conn, [rollout], worker_id)
+            return claimed
+
+        return await self._write(_tx)
+
+    async def update_rollout(
+        self,
+        rollout_id: str,
+        *,
+        status: RolloutStatus | str | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+        config: RolloutConfig | Unset = UNSET,
+        resources_id: str | None | Unset = UNSET,
+    ) -> Rollout:
+        new_status = parse_enum(RolloutStatus, status, "status") if status is not UNSET else UNSET
+        if config is not UNSET and not isinstance(config, RolloutConfig):
+            try:
+                config = RolloutConfig.model_validate(config)
+            except ValidationError as exc:
+                raise InvalidInputError("config", str(exc)) from exc
+        if metadata is not UNSET and not isinstance(metadata, dict):
+            raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
+
+        def _tx(conn: sa.Connection) -> Rollout:
+            rollout = self._get_rollout(conn, rollout_id, lock=True)
+            values: dict[str, Any] = {}
+            if metadata is not UNSET:
+                values["metadata"] = metadata
+            if config is not UNSET:
+                values["config"] = config.model_dump(mode="json")
+            if resources_id is not UNSET:
+                self._check_resources_ids(conn, {resources_id})
+                values["resources_id"] = resources_id
+            if values:  # rare: built per call
+                conn.execute(
+                    sa.update(t.rollouts).where(t.rollouts.c.rollout_id == rollout_id).values(**values)
+                )
+                rollout = self._get_rollout(conn, rollout_id)
+            if new_status is not UNSET and new_status != rollout.status:
+                check_rollout_transition(rollout_id, rollout.status, new_status)
+                self._close_current_attempt(conn, rollout, new_status)
+                rollout = self._set_rollout(conn, rollout, new_status)
+            return rollout
+
+        return await self._write(_tx)
+
+    async def wait_for_rollouts(
+        self, rollout_ids: Sequence[str], *, timeout: float | None = None
+    ) -> list[Rollout]:
+        if timeout is not None and timeout < 0:
+            raise InvalidInputError("timeout", f"must be >= 0, got {timeout}")
+        ids = list(rollout_ids)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        changed = asyncio.Event()
+        waiter = (loop, changed)
+        self._waiters.add(waiter)
+        try:
+            return await self._wait_loop(ids, changed, deadline)
+        finally:
+            self._waiters.discard(waiter)
+
+    async def _wait_loop(
+        self, ids: list[str], changed: asyncio.Event, deadline: float | None
+    ) -> list[Rollout]:
+        loop = asyncio.get_running_loop()
+        delay = 0.01
+        while True:
+            changed.clear()
+            rollouts = await self.query_rollouts(rollout_ids=ids)
+            found = {r.rollout_id: r for r in rollouts}
+            missing = [i for i in ids if i not in found]
+            if missing:
+                raise NotFoundError("rollout", missing[0])
+            done = [found[i] for i in ids if found[i].status.terminal]
+            if len(done) == len(ids) or (deadline is not None and loop.time() >= deadline):
+                return done
+            await self._maybe_sweep()
+            wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
+            try:
+                # Wake early on an in-process change; poll for changes made by other processes.
+                await asyncio.wait_for(changed.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+            delay = min(delay * 1.5, 0.5)

@@ -1,0 +1,131 @@
+"""Spans and rewards for SqlStore."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from lightningstore import sql_statements as q
+from lightningstore.attempt import Attempt
+from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
+from lightningstore.reward import Reward, RewardIn
+from lightningstore.span import Span, SpanIn
+from lightningstore.sql_base import new_id
+from lightningstore.sql_lifecycle import SqlLifecycle
+from lightningstore.sql_rows import attempt_from_row, reward_from_row, span_from_row
+from lightningstore.status import AttemptStatus
+
+SpanKey = tuple[str, str]
+"""(attempt_id, span_id): what makes a span unique."""
+
+
+def span_row(span: SpanIn) -> dict[str, Any]:
+    """The spans-table row of a span, read straight off the validated model (no model_dump): the
+    engine's JSON serializer turns the attribute values into JSON."""
+    return {
+        "rollout_id": span.rollout_id,
+        "attempt_id": span.attempt_id,
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "parent_id": span.parent_id,
+        "name": span.name,
+        "kind": span.kind,
+        "start_time": span.start_time,
+        "end_time": span.end_time,
+        "attributes": span.attributes,
+        "events": [event.model_dump() for event in span.events],
+        "status": span.status.model_dump(),
+        "resource": span.resource,
+    }
+
+
+class SqlSpans(SqlLifecycle):
+    async def add_many_spans(self, spans: Sequence[SpanIn]) -> list[Span]:
+        spans = [s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in spans]
+        if not spans:
+            return []
+        unique: dict[SpanKey, SpanIn] = {}
+        for span in spans:
+            unique.setdefault((span.attempt_id, span.span_id), span)
+        # Built here, not on the writer thread, so that it does not lengthen the write transaction.
+        rows = [span_row(span) for span in unique.values()]
+        attempt_ids = list({span.attempt_id for span in unique.values()})
+
+        def _tx(conn: sa.Connection) -> dict[SpanKey, Span]:
+            # One statement per attempt checks it and records the spans as its heartbeat.
+            now = self.now()
+            attempts: dict[str, Attempt] = {}
+            for attempt_id in attempt_ids:
+                row = q.TOUCH_ATTEMPT.run(conn, {"p_attempt_id": attempt_id, "p_time": now}).first()
+                if row is not None:
+                    attempts[attempt_id] = attempt_from_row(row)
+            self._check_span_owners(unique.values(), attempts)
+            stored: dict[SpanKey, Span] = {}
+            for r in q.INSERT_SPANS[self.dialect].run(conn, rows).rows:
+                key = (r["attempt_id"], r["span_id"])
+                stored[key] = Span.model_validate({**unique[key].__dict__, "sequence_id": r["sequence_id"]})
+            repeats = [key for key in unique if key not in stored]
+            if repeats:  # a repeat returns the stored copy, not the one sent again
+                stored.update(self._select_spans(conn, repeats))
+            for attempt in attempts.values():
+                self._wake_by_span(conn, attempt)
+            return stored
+
+        stored = await self._write(_tx)
+        return [stored[(s.attempt_id, s.span_id)] for s in spans]
+
+    @staticmethod
+    def _check_span_owners(spans: Any, attempts: dict[str, Attempt]) -> None:
+        for span in spans:
+            attempt = attempts.get(span.attempt_id)
+            if attempt is None:
+                raise NotFoundError("attempt", span.attempt_id)
+            if attempt.rollout_id != span.rollout_id:
+                raise InvalidInputError(
+                    "rollout_id",
+                    f"attempt {span.attempt_id!r} belongs to rollout {attempt.rollout_id!r}, not {span.rollout_id!r}",
+                )
+
+    def _wake_by_span(self, conn: sa.Connection, attempt: Attempt) -> None:
+        """The first span of a preparing attempt (or one of an unresponsive one) moves it."""
+        if attempt.status not in (AttemptStatus.PREPARING, AttemptStatus.UNRESPONSIVE):
+            return
+        status = self._wake(conn, attempt)
+        if status != attempt.status:
+            q.SET_ATTEMPT_STATUS.run(conn, {"p_attempt_id": attempt.attempt_id, "p_status": status.value})
+
+    def _select_spans(self, conn: sa.Connection, keys: list[SpanKey]) -> dict[SpanKey, Span]:
+        result: dict[SpanKey, Span] = {}
+        by_attempt: dict[str, list[str]] = {}
+        for attempt_id, span_id in keys:
+            by_attempt.setdefault(attempt_id, []).append(span_id)
+        for attempt_id, span_ids in by_attempt.items():
+            rows = conn.execute(q.SELECT_SPANS_BY_ID, {"attempt_id": attempt_id, "span_ids": span_ids})
+            for span in (span_from_row(row._mapping) for row in rows):
+                result[(span.attempt_id, span.span_id)] = span
+        return result
+
+    async def add_reward(self, reward: RewardIn) -> Reward:
+        reward = reward if isinstance(reward, RewardIn) else RewardIn.model_validate(reward)
+
+        def _tx(conn: sa.Connection) -> Reward:
+            self._get_rollout(conn, reward.rollout_id)
+            if reward.attempt_id is not None:
+                self._get_attempt(conn, reward.rollout_id, reward.attempt_id)
+            if reward.reward_id is not None:
+                row = q.SELECT_REWARD.run(conn, {"reward_id": reward.reward_id}).first()
+                if row is not None:
+                    stored = reward_from_row(row)
+                    if stored.value != reward.value or stored.rollout_id != reward.rollout_id:
+                        raise ConflictError(f"reward {reward.reward_id!r} already exists with other content")
+                    return stored
+            stored = Reward(
+                **{**reward.model_dump(), "reward_id": reward.reward_id or new_id("rw")},
+                create_time=self.now(),
+            )
+            conn.execute(q.INSERT_REWARD, [stored.model_dump(mode="json")])
+            return stored
+
+        return await self._write(_tx)

@@ -1,0 +1,82 @@
+"""Workers and statistics for SqlStore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from lightningstore import sql_statements as q
+from lightningstore import tables as t
+from lightningstore.errors import InvalidInputError
+from lightningstore.sql_base import parse_enum
+from lightningstore.sql_lifecycle import SqlLifecycle
+from lightningstore.sql_rows import worker_from_row
+from lightningstore.statistics import StoreStatistics
+from lightningstore.status import WorkerStatus
+from lightningstore.unset import UNSET, Unset
+from lightningstore.worker import Worker
+
+
+class SqlWorkers(SqlLifecycle):
+    async def update_worker(
+        self,
+        worker_id: str,
+        *,
+        status: WorkerStatus | str | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+    ) -> Worker:
+        if not worker_id:
+            raise InvalidInputError("worker_id", "must not be empty")
+        new_status = parse_enum(WorkerStatus, status, "status") if status is not UNSET else UNSET
+
+        def _tx(conn: sa.Connection) -> Worker:
+            row = q.SELECT_WORKER.run(conn, {"worker_id": worker_id}).first()
+            worker = worker_from_row(row) if row is not None else Worker(worker_id=worker_id)
+            update: dict[str, Any] = {"last_heartbeat_time": self.now()}
+            if new_status is not UNSET:
+                update["status"] = new_status
+            if metadata is not UNSET:
+                update["metadata"] = metadata
+            worker = worker.model_copy(update=update)
+            data = worker.model_dump(mode="json")
+            if row is None:
+                conn.execute(sa.insert(t.workers), [data])
+            else:
+                conn.execute(sa.update(t.workers).where(t.workers.c.worker_id == worker_id).values(**data))
+            return worker
+
+        return await self._write(_tx)
+
+    async def query_workers(self) -> list[Worker]:
+        def _tx(conn: sa.Connection) -> list[Worker]:
+            return [
+                worker_from_row(r._mapping)
+                for r in conn.execute(sa.select(t.workers).order_by(t.workers.c.worker_id))
+            ]
+
+        return await self._read(_tx)
+
+    async def statistics(self) -> StoreStatistics:
+        def _tx(conn: sa.Connection) -> StoreStatistics:
+            def count(table: sa.Table) -> int:
+                return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+
+            def by_status(table: sa.Table) -> dict[str, int]:
+                rows = conn.execute(sa.select(table.c.status, sa.func.count()).group_by(table.c.status))
+                return {status: n for status, n in rows}
+
+            rollouts_by_status = by_status(t.rollouts)
+            attempts_by_status = by_status(t.attempts)
+            return StoreStatistics(
+                rollouts_by_status=rollouts_by_status,
+                attempts_by_status=attempts_by_status,
+                total_rollouts=sum(rollouts_by_status.values()),
+                total_attempts=sum(attempts_by_status.values()),
+                total_spans=count(t.spans),
+                total_rewards=count(t.rewards),
+                total_workers=count(t.workers),
+                total_resource_versions=count(t.resource_versions),
+            )
+
+        return await self._read(_tx)
