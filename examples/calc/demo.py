@@ -103,8 +103,7 @@ async def main(args: argparse.Namespace) -> None:
                 lr=args.lr,
                 micro_batch_size=64,
                 mini_batch_size=args.mini_batch,
-                # cosine decay over the run: the late, nearly-solved steps must not shake the policy
-                lr_schedule="cosine",
+                lr_schedule=args.lr_schedule,
                 min_lr_ratio=0.1,
                 total_training_steps=args.steps,
                 ppo_epochs=args.ppo_epochs,
@@ -153,6 +152,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--loss-agg", default="token-mean", help="verl loss aggregation mode")
     p.add_argument("--mini-batch", type=int, default=24, help="sequences per optimiser step")
     p.add_argument("--ppo-epochs", type=int, default=4)
+    p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant")
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")
     return p.parse_args(argv)
 
