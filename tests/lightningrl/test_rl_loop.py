@@ -79,6 +79,7 @@ async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path)
         ).run()
         metrics = await rl.run()
         trained_rows = [r for r in metrics.rows if r["step"] > 0]  # step 0: the validation before training
+        rows_after_run = len(metrics.rows)
 
         # continuous mode: rollouts someone else enqueued get trained on once
         outside = await rl.enqueue_tasks(tasks, n=4, resources_id=rl.resources_id, group_prefix="prod/")

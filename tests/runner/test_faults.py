@@ -57,6 +57,11 @@ async def test_sigkilled_runner_rollout_is_requeued_and_finished_by_another(
     proc = start_runner(db, "fault_agents:first_attempt_hangs", log, env)
     try:
         await wait_for_span(sql_store, item.rollout_id, "step.before_hang", proc, log)
+        # kill only once the reward row is committed too: the test is about what survives the kill
+        deadline = time.monotonic() + DEADLINE
+        while not await sql_store.query_rewards(item.rollout_id, name="progress"):
+            assert time.monotonic() < deadline, f"the progress reward never arrived: {log.read_text()}"
+            await asyncio.sleep(0.05)
     finally:
         proc.kill()  # SIGKILL: no handler, no finally, no last flush
         proc.wait(timeout=10)
