@@ -105,7 +105,7 @@ async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path)
     assert (tmp_path / "run" / "metrics.csv").exists() and (tmp_path / "run" / "reward_curve.png").exists()
 
     assert (
-        len(continuous.rows) == len(trained_rows) + 1 and continuous.rows[-1]["step"] == len(trained_rows) + 1
+        len(continuous.rows) == rows_after_run + 1 and continuous.rows[-1]["step"] == len(trained_rows) + 1
     )
     assert rl.version.parent_id == previous.version_id
     for rollout, _ in outside:
