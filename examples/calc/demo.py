@@ -98,13 +98,15 @@ async def main(args: argparse.Namespace) -> None:
             balance_by="op",
             output_dir=out,
             seed=args.seed,
-            advantage=AdvantageConfig(estimator="grpo", negative_weight=args.negative_weight),
+            advantage=AdvantageConfig(
+                estimator="grpo", norm_by_std=not args.no_std_norm, negative_weight=args.negative_weight
+            ),
             trainer=TrainerConfig(
                 lr=args.lr,
                 micro_batch_size=64,
                 mini_batch_size=args.mini_batch,
                 lr_schedule=args.lr_schedule,
-                min_lr_ratio=0.1,
+                min_lr_ratio=args.min_lr_ratio,
                 total_training_steps=args.steps,
                 ppo_epochs=args.ppo_epochs,
                 shuffle=True,
@@ -153,6 +155,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mini-batch", type=int, default=24, help="sequences per optimiser step")
     p.add_argument("--ppo-epochs", type=int, default=4)
     p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant")
+    p.add_argument("--min-lr-ratio", type=float, default=0.3, help="cosine floor as a fraction of --lr")
+    p.add_argument(
+        "--no-std-norm", action="store_true", help="Dr.GRPO: do not divide advantages by the group's std"
+    )
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")
     return p.parse_args(argv)
 
