@@ -137,7 +137,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="runs/calc")
-    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--steps", type=int, default=60)
     p.add_argument("--tasks-per-step", type=int, default=9)
     p.add_argument("--n", type=int, default=8, help="rollouts per task (GRPO group size)")
     p.add_argument("--val-every", type=int, default=10)
@@ -154,7 +154,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--loss-agg", default="token-mean", help="verl loss aggregation mode")
     p.add_argument("--mini-batch", type=int, default=24, help="sequences per optimiser step")
     p.add_argument("--ppo-epochs", type=int, default=4)
-    p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant")
+    p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
     p.add_argument("--min-lr-ratio", type=float, default=0.3, help="cosine floor as a fraction of --lr")
     p.add_argument(
         "--no-std-norm", action="store_true", help="Dr.GRPO: do not divide advantages by the group's std"
