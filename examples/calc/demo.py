@@ -124,8 +124,10 @@ async def main(args: argparse.Namespace) -> None:
     validations = [r for r in metrics.rows if "val/success" in r]
     before, after = validations[0], validations[-1]
     for label, row in (("before", before), ("after", after)):
-        slices = {k.removeprefix("val/success"): round(v, 2) for k, v in row.items() if k.startswith("val/success[")}
-        console.print(f"held-out success {label} RL: {row['val/success']:.2f}  {slices}")
+        slices = {
+            k[len("val/success[") : -1]: round(v, 2) for k, v in row.items() if k.startswith("val/success[")
+        }
+        console.print(f"held-out success {label} RL: {row['val/success']:.2f}  {slices}", markup=False)
     console.print(f"metrics: {out / 'metrics.csv'}   reward curve: {out / 'reward_curve.png'}")
     print(
         f"held-out success: before {before['val/success']:.2f} after {after['val/success']:.2f} "
