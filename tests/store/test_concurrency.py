@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from backends import create_pg_database, drop_pg_database
+
 from lightningstore import AttemptStatus, RolloutConfig, RolloutRequest, RolloutStatus, SpanIn, SqlStore
 
 WORKER = str(Path(__file__).with_name("claim_worker.py"))

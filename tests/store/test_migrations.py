@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-
 from backends import create_pg_database, drop_pg_database
+
 from lightningstore import SqlStore, migrate
 from lightningstore.tables import metadata
 
