@@ -1,6 +1,9 @@
 """The calculator agent: plain `openai` client, two model calls per task (pick a tool, then answer).
 
-It imports nothing from LightningRL: it receives its model's base_url and key, and returns its reward.
+It imports nothing from LightningRL but `emit_reward`: it receives its model's base_url and key and
+returns its reward (1.0 when the final answer is right). It also judges its own second call: did
+the answer restate the tool's result? That step reward is what keeps a faithful answer from being
+blamed when the first call picked the wrong tool (see examples/calc/README.md).
 """
 
 from __future__ import annotations
@@ -9,10 +12,15 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
+from runner import emit_reward
+
 try:  # when run from examples/calc as a script directory
     from tasks import answer_messages, run_tool, tool_messages
 except ImportError:  # pragma: no cover - imported as a package
     from examples.calc.tasks import answer_messages, run_tool, tool_messages
+
+ANSWER_CALL = 1
+"""0-based index of the answer call among the agent's LLM calls."""
 
 
 async def calc_agent(task: dict[str, Any], resources: Any) -> float:
@@ -27,4 +35,5 @@ async def calc_agent(task: dict[str, Any], resources: Any) -> float:
             model=llm.model, messages=answer_messages(task["question"], tool_call, result), max_tokens=6
         )
         answer = (second.choices[0].message.content or "").strip()
+    emit_reward(1.0 if answer == result else 0.0, step=ANSWER_CALL)
     return 1.0 if answer == str(task["answer"]) else 0.0

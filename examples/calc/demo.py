@@ -96,10 +96,14 @@ async def main(args: argparse.Namespace) -> None:
             rollouts_per_task=args.n,
             val_every=args.val_every,
             balance_by="op",
+            return_to_judged_calls=args.credit == "episode",
             output_dir=out,
             seed=args.seed,
             advantage=AdvantageConfig(
-                estimator="grpo", norm_by_std=not args.no_std_norm, negative_weight=args.negative_weight
+                estimator="grpo",
+                norm_by_std=not args.no_std_norm,
+                negative_weight=args.negative_weight,
+                baseline=args.baseline,
             ),
             trainer=TrainerConfig(
                 lr=args.lr,
@@ -160,6 +164,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--min-lr-ratio", type=float, default=0.3, help="cosine floor as a fraction of --lr")
     p.add_argument(
         "--no-std-norm", action="store_true", help="Dr.GRPO: do not divide advantages by the group's std"
+    )
+    p.add_argument(
+        "--credit",
+        choices=["steps", "episode"],
+        default="steps",
+        help="steps: the answer call is valued by the agent's own step judgement; episode: every call "
+        "gets the final reward (the answer is then blamed for a wrong tool)",
+    )
+    p.add_argument(
+        "--baseline",
+        choices=["group_and_call", "group"],
+        default="group_and_call",
+        help="GRPO baseline: the same call of sibling rollouts, or every call of the task's rollouts",
     )
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")
     return p.parse_args(argv)

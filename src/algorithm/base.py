@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,15 @@ class Algorithm(ABC):
 
 
 def primary_reward(rewards: Sequence[Reward]) -> float | None:
-    """The last primary reward of a rollout (agents may re-emit), else None."""
-    primaries = [r for r in rewards if r.primary]
-    return primaries[-1].value if primaries else None
+    """The rollout's outcome: its last primary reward judging the whole episode (agents may re-emit);
+    a primary STEP reward judges one call, so it counts only when no episode reward exists. None
+    when there is none."""
+    return last_reward(rewards, lambda r: r.primary)
+
+
+def last_reward(rewards: Sequence[Reward], selected: Callable[[Reward], bool]) -> float | None:
+    """The last selected episode reward, else the last selected step reward, else None."""
+    chosen = [r for r in rewards if selected(r)]
+    episode = [r for r in chosen if r.judges_episode]
+    pick = episode or chosen
+    return pick[-1].value if pick else None

@@ -19,6 +19,7 @@ from lightningrl.credit.batch import SequenceBatch
 ESTIMATORS = ("grpo", "reinforce_plus_plus")
 # Each estimator's baseline: GRPO's is the group (`SequenceBatch.group_ids`), REINFORCE++'s the batch.
 _BATCH_BASELINED = ("reinforce_plus_plus",)
+BASELINES = ("group", "group_and_call")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class AdvantageConfig:
     estimator: str = "grpo"
     norm_by_std: bool = True
     """GRPO divides by the group's std (False is Dr.GRPO)."""
+    baseline: str = "group"
+    """GRPO's comparison set for a call: "group" (every call of the task's rollouts) or
+    "group_and_call" (the call at the same position in its sibling rollouts: the k-th call is
+    compared only with other k-th calls, so a tool choice is never baselined against an answer)."""
     epsilon: float = 1e-6
     drop_uniform_groups: bool = True
     """Drop baseline groups whose call values are all equal (a lone call too): they carry no signal."""
@@ -41,6 +46,8 @@ class AdvantageConfig:
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
+        if self.baseline not in BASELINES:
+            raise ValueError(f"baseline must be one of {BASELINES}, got {self.baseline!r}")
         if not 0.0 <= self.negative_weight <= 1.0:
             raise ValueError(f"negative_weight must be in [0, 1], got {self.negative_weight!r}")
 
@@ -76,28 +83,32 @@ class PolicyLossConfig:
 
 
 def compute_advantages(batch: SequenceBatch, config: AdvantageConfig | None = None) -> AdvantageResult:
-    """Advantages per response token, baselined over `batch.group_ids` (GRPO) or the batch (REINFORCE++)."""
+    """Advantages per response token, baselined per `config.baseline` (GRPO) or over the batch (REINFORCE++).
+
+    Uniform baseline groups are dropped call by call; a sequence is kept when any of its calls is.
+    """
     config = config or AdvantageConfig()
-    rows, positions, values = _call_segments(batch)
-    baseline = ["batch"] * len(batch) if config.estimator in _BATCH_BASELINED else batch.group_ids
-    groups = sorted(set(baseline))
-    keep = torch.ones(len(batch), dtype=torch.bool)
-    dropped = 0
+    rows, positions, values, call_index = _call_segments(batch)
+    keys = _baseline_keys(batch, rows, call_index, config)
+    groups = sorted(set(keys))
+    live = set(groups)
     if config.drop_uniform_groups:
         for group in groups:
-            members = [i for i, g in enumerate(baseline) if g == group]
-            group_values = [v for r, v in zip(rows, values, strict=True) if baseline[r] == group]
-            if not group_values or max(group_values) - min(group_values) <= config.uniform_tolerance:
-                keep[members] = False
-                dropped += 1
+            group_values = [v for k, v in zip(keys, values, strict=True) if k == group]
+            if max(group_values) - min(group_values) <= config.uniform_tolerance:
+                live.discard(group)
+    kept = [j for j, key in enumerate(keys) if key in live]
+    keep = torch.zeros(len(batch), dtype=torch.bool)
+    for j in kept:
+        keep[rows[j]] = True
+    dropped = len(groups) - len(live)
     advantages = torch.zeros_like(batch.token_rewards)
     returns = torch.zeros_like(batch.token_rewards)
-    kept = [j for j, r in enumerate(rows) if keep[r]]
     if kept:
         seg_adv, seg_ret = _run_estimator(
             [values[j] for j in kept],
             [len(positions[j]) for j in kept],
-            np.array([batch.group_ids[rows[j]] for j in kept], dtype=object),
+            np.array([keys[j] for j in kept], dtype=object),
             config,
         )
         if config.negative_weight != 1.0:
@@ -111,11 +122,26 @@ def compute_advantages(batch: SequenceBatch, config: AdvantageConfig | None = No
     )
 
 
-def _call_segments(batch: SequenceBatch) -> tuple[list[int], list[torch.Tensor], list[float]]:
-    """(row, token positions, value) of every call in the batch; the value sits on its last token."""
+def _baseline_keys(
+    batch: SequenceBatch, rows: list[int], call_index: list[int], config: AdvantageConfig
+) -> list[str]:
+    """The baseline group of every call segment."""
+    if config.estimator in _BATCH_BASELINED:
+        return ["batch"] * len(rows)
+    if config.baseline == "group_and_call":
+        return [f"{batch.group_ids[r]}#call{k}" for r, k in zip(rows, call_index, strict=True)]
+    return [batch.group_ids[r] for r in rows]
+
+
+def _call_segments(
+    batch: SequenceBatch,
+) -> tuple[list[int], list[torch.Tensor], list[float], list[int]]:
+    """(row, token positions, value, call index) of every call in the batch; the value sits on its
+    last token."""
     rows: list[int] = []
     positions: list[torch.Tensor] = []
     values: list[float] = []
+    indexes: list[int] = []
     for row in range(len(batch)):
         ids = batch.call_ids[row]
         for call in torch.unique(ids[ids >= 0]).tolist():
@@ -123,7 +149,8 @@ def _call_segments(batch: SequenceBatch) -> tuple[list[int], list[torch.Tensor],
             rows.append(row)
             positions.append(where)
             values.append(float(batch.token_rewards[row, where[-1]].item()))
-    return rows, positions, values
+            indexes.append(int(call))
+    return rows, positions, values, indexes
 
 
 def _run_estimator(

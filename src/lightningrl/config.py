@@ -30,6 +30,9 @@ class LightningRLConfig:
     choice and can collapse a slice before its own signal is learned)."""
     gamma: float = 1.0
     """Discount of the episode return over the calls of a rollout (credit assignment)."""
+    return_to_judged_calls: bool = True
+    """False: a call the agent judged with a step reward is valued by that judgement alone, not
+    also by the episode return (see `lightningrl.credit.assign`)."""
     agent_names: frozenset[str] | None = None
     """Train only on LLM calls of these agents (multi-agent systems); None trains on all."""
     reward_name: str | None = None

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
+from algorithm.base import primary_reward
 from algorithm.evaluate import EvaluationResult
 from lightningrl.advantages import compute_advantages
 from lightningrl.config import LightningRLConfig
@@ -159,6 +160,7 @@ class LightningRL(Algorithm):
                 gamma=self.config.gamma,
                 reward_name=self.config.reward_name,
                 group_id=outcome.rollout.group_id,
+                return_to_judged_calls=self.config.return_to_judged_calls,
             )
             sequences += result.sequences
             report = report + result.report
@@ -205,7 +207,9 @@ class LightningRL(Algorithm):
 
     async def validate(self, step: int | None = None) -> dict[str, float]:
         """Held-out success of the current version."""
-        result = await self.evaluate(self.val_tasks, group_prefix=f"val{step}/" if step is not None else "val/")
+        result = await self.evaluate(
+            self.val_tasks, group_prefix=f"val{step}/" if step is not None else "val/"
+        )
         row = {"val/success": result.success_rate, "val/reward_mean": result.mean_reward}
         row.update({f"val/success[{k}]": v for k, v in result.by_tag.items()})
         return row
@@ -257,7 +261,7 @@ class LightningRL(Algorithm):
                 for r in fresh
             ]
             for o in outcomes:
-                o.reward = next((w.value for w in reversed(o.rewards) if w.primary), None)
+                o.reward = primary_reward(o.rewards)
             row: dict[str, Any] = {"step": self.global_step, "continuous": 1}
             row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
             sequences, report = await self.collect(outcomes)

@@ -47,7 +47,13 @@ def plot_reward_curve(log: MetricsLog, path: str | Path, *, title: str = "Lightn
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
     train = log.column("train/reward_mean")
     if log.column("val/success") and train and log.column("val/success")[0][0] == 0:
-        ax.axhline(log.column("val/success")[0][1], color="tab:gray", ls="--", lw=1, label="held-out success before RL")
+        ax.axhline(
+            log.column("val/success")[0][1],
+            color="tab:gray",
+            ls="--",
+            lw=1,
+            label="held-out success before RL",
+        )
     if train:
         ax.plot(
             *zip(*train, strict=True), label="train reward (mean over rollouts)", color="tab:blue", alpha=0.8

@@ -22,6 +22,11 @@ class RewardIn(BaseModel):
     reward_id: str | None = Field(default=None, min_length=1, max_length=200)
     """Caller-supplied id makes the write idempotent."""
 
+    @property
+    def judges_episode(self) -> bool:
+        """True when the reward judges the whole rollout (no `span_id`, no `step`)."""
+        return self.span_id is None and self.step is None
+
     @field_validator("value")
     @classmethod
     def _finite(cls, value: float) -> float:

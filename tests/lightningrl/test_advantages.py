@@ -108,6 +108,47 @@ def test_merged_calls_get_the_same_advantages_as_separate_sequences() -> None:
     torch.testing.assert_close(got[1, :2], want[2, :2])
 
 
+def test_group_and_call_baseline_compares_each_call_with_the_same_call_of_its_siblings() -> None:
+    # Three rollouts of one task, two calls each: (tool right?, answer faithful?).
+    batch = collate(
+        [
+            sequence("t", [1.0, 1.0], context=1),
+            sequence("t", [0.0, 1.0], context=1),
+            sequence("t", [0.0, 1.0], context=1),
+        ]
+    )
+
+    result = compute_advantages(batch, AdvantageConfig(baseline="group_and_call"))
+
+    # Call 0 is normalised among the three call-0 values [1, 0, 0]; call 1 is uniform: dropped, zeros.
+    std = math.sqrt(1 / 3)
+    torch.testing.assert_close(
+        result.advantages[:, 0],
+        torch.tensor([(2 / 3) / std, (-1 / 3) / std, (-1 / 3) / std]),
+        atol=1e-5,
+        rtol=0,
+    )
+    assert result.advantages[:, 3:].abs().sum().item() == 0.0
+    assert result.keep.tolist() == [True, True, True]
+    assert (result.groups, result.dropped_groups) == (2, 1)
+    # With one baseline for the task the faithful answers would be pushed by the tool's outcome.
+    mixed = compute_advantages(batch)
+    assert mixed.advantages[1, 3].item() != 0.0
+
+
+def test_a_sequence_is_dropped_only_when_every_call_group_is_uniform() -> None:
+    batch = collate([sequence("t", [1.0, 0.0]), sequence("t", [1.0, 0.0])])
+
+    result = compute_advantages(batch, AdvantageConfig(baseline="group_and_call"))
+
+    assert not result.keep.any() and (result.groups, result.dropped_groups) == (2, 2)
+
+
+def test_unknown_baseline_is_rejected() -> None:
+    with pytest.raises(ValueError, match="baseline"):
+        AdvantageConfig(baseline="per-token")
+
+
 def test_reinforce_plus_plus_whitens_call_values_over_all_trained_tokens() -> None:
     batch = collate([sequence("a", [1.0], 2), sequence("b", [0.0], 3)])
 

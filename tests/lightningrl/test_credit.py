@@ -157,6 +157,17 @@ def test_step_and_episode_rewards_combine_per_call_with_discount() -> None:
     assert seq.sequence_reward == 0.75
 
 
+def test_a_judged_call_can_be_valued_by_its_judgement_alone() -> None:
+    spans = [llm_span("c0", [1], [10]), llm_span("c1", [1, 10], [11]), llm_span("c2", [1, 10, 11], [12])]
+    rewards = [reward(0.0), reward(1.0, step=2), reward(0.5, span_id="c1"), reward(0.25, step=2)]
+
+    [seq] = assign_credit(spans, rewards, gamma=0.5, return_to_judged_calls=False).sequences
+
+    # c1 and c2 are judged: their step rewards only; c0 is not: the discounted episode return (0).
+    assert seq.call_values == {0: 0.0, 1: 0.5, 2: 1.25}
+    assert seq.token_rewards == [0.0, 0.5, 1.25]
+
+
 def test_agent_filter_keeps_only_named_agents_and_counts_the_rest() -> None:
     spans = [
         llm_span("c0", [1], [10], agent="planner"),

@@ -104,9 +104,7 @@ async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path)
     assert (await store.get_approved_version("llm")).version_id == root.version_id  # training never approves
     assert (tmp_path / "run" / "metrics.csv").exists() and (tmp_path / "run" / "reward_curve.png").exists()
 
-    assert (
-        len(continuous.rows) == rows_after_run + 1 and continuous.rows[-1]["step"] == len(trained_rows) + 1
-    )
+    assert len(continuous.rows) == rows_after_run + 1 and continuous.rows[-1]["step"] == len(trained_rows) + 1
     assert rl.version.parent_id == previous.version_id
     for rollout, _ in outside:
         stored = await store.get_rollout_by_id(rollout.rollout_id)

@@ -5,7 +5,10 @@ rewards (judging one LLM call) combine per call first:
 
     value(call k) = sum of step rewards of call k + gamma ** (calls after k) * episode return
 
-then every generated token of call k gets value(call k). Calls whose token histories are exactly
+then every generated token of call k gets value(call k). With `return_to_judged_calls=False` a call
+that has step rewards is valued by them alone (its judgement), and only unjudged calls receive the
+episode return: an agent that checks a step itself (e.g. "the answer restates the tool's result")
+keeps that step from being blamed for an earlier call's mistake. Calls whose token histories are exactly
 continuous merge into one sequence, and each call inside it keeps its own value: merging changes
 how tokens are batched, never the credit a token receives. A sequence's `token_rewards` hold each
 call's value on that call's last generated token, and `sequence_reward` is the first call's value
@@ -40,12 +43,14 @@ def assign_credit(
     gamma: float = 1.0,
     reward_name: str | None = None,
     group_id: str | None = None,
+    return_to_judged_calls: bool = True,
 ) -> CreditResult:
     """Turn one attempt's spans and its rollout's rewards into training sequences.
 
     `agent_names` keeps only calls whose `lightningrl.agent_name` is in it (None keeps all);
     `reward_name` selects rewards by name (None selects the primary ones); `group_id` is copied
-    onto every sequence for group-baselined advantages.
+    onto every sequence for group-baselined advantages; `return_to_judged_calls=False` values a
+    call with step rewards by those alone (see the module docstring).
     """
     if not 0.0 < gamma <= 1.0:
         raise ValueError(f"gamma must be in (0, 1], got {gamma!r}")
@@ -62,7 +67,10 @@ def assign_credit(
     )
     last = len(calls) - 1
     values = {
-        c.index: step_rewards.get(c.index, 0.0) + gamma ** (last - c.index) * episode_return for c in calls
+        c.index: step_rewards[c.index]
+        if c.index in step_rewards and not return_to_judged_calls
+        else step_rewards.get(c.index, 0.0) + gamma ** (last - c.index) * episode_return
+        for c in calls
     }
 
     usable = [c for c in calls if _usable(c, agent_names, report)]

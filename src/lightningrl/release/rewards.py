@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from algorithm.base import last_reward
 from lightningrl.release.selection import task_id_of
 from lightningstore import LightningStore, Rollout, RolloutStatus
 
@@ -13,9 +14,9 @@ async def score_of(store: LightningStore, rollout: Rollout, reward_name: str) ->
     """The last reward named `reward_name` (the primary one for "reward"); 0 for a failed rollout without
     one; None when a finished rollout has none (missing evidence)."""
     rewards = await store.query_rewards(rollout.rollout_id)
-    chosen = [r for r in rewards if (r.primary if reward_name == "reward" else r.name == reward_name)]
-    if chosen:
-        return chosen[-1].value
+    score = last_reward(rewards, lambda r: r.primary if reward_name == "reward" else r.name == reward_name)
+    if score is not None:
+        return score
     return 0.0 if rollout.status != RolloutStatus.SUCCEEDED else None
 
 
