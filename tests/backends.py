@@ -77,8 +77,15 @@ def pg_url_from_env() -> str | None:
 class LiveServer:
     """A real `python -m lightningstore.server` process on 127.0.0.1 over one database."""
 
-    def __init__(self, db: str | Path, log_path: Path, *, port: int | None = None, extra_args: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        db: str | Path,
+        log_path: Path,
+        *,
+        port: int | None = None,
+        extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.db = str(db)
         self.port = port or free_port()
         self.log_path = log_path
@@ -98,15 +105,27 @@ class LiveServer:
 
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lightningstore.server", "--db", self.db, "--port", str(self.port),
-             *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, env=self.env,
+            [
+                sys.executable,
+                "-m",
+                "lightningstore.server",
+                "--db",
+                self.db,
+                "--port",
+                str(self.port),
+                *self.extra_args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
         )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"store server exited with {self.proc.returncode}: {self.log_path.read_text()}")
+                raise RuntimeError(
+                    f"store server exited with {self.proc.returncode}: {self.log_path.read_text()}"
+                )
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
                     return self

@@ -115,7 +115,7 @@ async def main(args: argparse.Namespace) -> None:
                 ppo_epochs=args.ppo_epochs,
                 shuffle=True,
                 seed=args.seed,
-                loss=PolicyLossConfig(loss_agg_mode=args.loss_agg),
+                loss=PolicyLossConfig(loss_agg_mode=args.loss_agg, kl_loss_coef=args.kl_coef),
             ),
         )
         heldout_tasks = as_tasks(heldout)
@@ -177,6 +177,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["group_and_call", "group"],
         default="group_and_call",
         help="GRPO baseline: the same call of sibling rollouts, or every call of the task's rollouts",
+    )
+    p.add_argument(
+        "--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)"
     )
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")
     return p.parse_args(argv)

@@ -80,6 +80,15 @@ class PolicyLossConfig:
     entropy_coeff: float = 0.0
     rollout_is_threshold: float | None = 2.0
     """Cap of the token-level weight pi_train / pi_rollout (TIS); None trains without the correction."""
+    kl_loss_coef: float = 0.0
+    """Weight of verl's KL loss to the reference policy (the checkpoint training started from); 0 is off.
+    It anchors tokens the reward says nothing about (e.g. an answer that must copy a tool's result)."""
+    kl_loss_type: str = "low_var_kl"
+    """verl's `kl_penalty` estimator: "kl" (k1), "abs", "mse" (k2), "low_var_kl" (k3)."""
+
+    def __post_init__(self) -> None:
+        if self.kl_loss_coef < 0:
+            raise ValueError(f"kl_loss_coef must be >= 0, got {self.kl_loss_coef!r}")
 
 
 def compute_advantages(batch: SequenceBatch, config: AdvantageConfig | None = None) -> AdvantageResult:
@@ -188,7 +197,9 @@ def actor_loss_fields(config: PolicyLossConfig) -> dict[str, Any]:
         "clip_ratio_c": config.clip_ratio_c,
         "loss_agg_mode": config.loss_agg_mode,
         "entropy_coeff": config.entropy_coeff,
-        "use_kl_loss": False,
+        "use_kl_loss": config.kl_loss_coef > 0,
+        "kl_loss_coef": config.kl_loss_coef,
+        "kl_loss_type": config.kl_loss_type,
     }
 
 

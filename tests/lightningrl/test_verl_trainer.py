@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lightningrl.advantages import compute_advantages
+from lightningrl.advantages import PolicyLossConfig, compute_advantages
 from lightningrl.credit import SequenceBatch, TrainingSequence, assign_credit, collate
 from lightningrl.trainer import (
     Trainer,
@@ -151,6 +151,28 @@ def test_positive_advantages_raise_the_log_prob_of_trained_tokens(model_dir: Pat
     assert after[trained].mean() > before[trained].mean() + 0.05
     changed = [name for name, w in trainer.full_state().items() if not torch.equal(w, before_weights[name])]
     assert "lm_head.weight" in changed and len(changed) > 10
+
+
+def test_kl_loss_to_the_starting_checkpoint_anchors_tokens_the_reward_ignores(model_dir: Path) -> None:
+    batch, _ = random_batch(size=8, seed=3)
+    pushed = torch.tensor([i % 2 == 0 for i in range(len(batch))])
+    advantages = batch.response_mask * pushed[:, None]  # odd rows: no reward signal at all
+
+    def drift_of_unrewarded_rows(kl_loss_coef: float) -> tuple[float, list[float]]:
+        config = TrainerConfig(lr=1e-2, loss=PolicyLossConfig(kl_loss_coef=kl_loss_coef))
+        trainer = VerlActorTrainer(model_dir, config)
+        before = trainer.compute_log_probs(batch)
+        kl = [trainer.train_step(batch, advantages).get("kl_loss", 0.0) for _ in range(5)]
+        after = trainer.compute_log_probs(batch)
+        idle = batch.response_mask.bool() & ~pushed[:, None]
+        return float((after - before)[idle].abs().mean()), kl
+
+    free, _ = drift_of_unrewarded_rows(0.0)
+    anchored, kl = drift_of_unrewarded_rows(2.0)
+
+    assert kl[0] == pytest.approx(0.0, abs=1e-6)  # the policy starts AT the reference
+    assert kl[-1] > 1e-4
+    assert anchored < 0.7 * free
 
 
 def test_checkpoint_is_a_loadable_hugging_face_directory(model_dir: Path, tmp_path: Path) -> None:

@@ -24,7 +24,13 @@ async def claim_and_hang(url: str, worker_id: str) -> None:
     claimed = await store.dequeue_rollout(worker_id)
     assert claimed is not None
     await store.add_span(
-        SpanIn(rollout_id=claimed.rollout_id, attempt_id=claimed.attempt_id, trace_id="t", span_id="before-crash", name="step")
+        SpanIn(
+            rollout_id=claimed.rollout_id,
+            attempt_id=claimed.attempt_id,
+            trace_id="t",
+            span_id="before-crash",
+            name="step",
+        )
     )
     print(claimed.rollout_id, claimed.attempt_id, flush=True)
     await asyncio.sleep(600)

@@ -66,7 +66,9 @@ async def test_every_rollout_claimed_exactly_once(db_url: str) -> None:
 async def test_crashed_worker_is_requeued_and_finished_by_another(db_url: str) -> None:
     config = RolloutConfig(unresponsive_seconds=1.0, max_attempts=2)
     (rollout_id,) = await _prepare(db_url, [RolloutRequest(input="task", config=config)])
-    dying = subprocess.Popen([sys.executable, WORKER, "hang", db_url, "dying"], stdout=subprocess.PIPE, text=True)
+    dying = subprocess.Popen(
+        [sys.executable, WORKER, "hang", db_url, "dying"], stdout=subprocess.PIPE, text=True
+    )
     line = dying.stdout.readline().split()
     assert line[0] == rollout_id
     dead_attempt = line[1]
@@ -82,14 +84,27 @@ async def test_crashed_worker_is_requeued_and_finished_by_another(db_url: str) -
             await asyncio.sleep(0.2)
         rescuer = await store.dequeue_rollout("rescuer")
         assert rescuer.rollout_id == rollout_id and rescuer.attempt.sequence_id == 2
-        await store.add_span(SpanIn(rollout_id=rollout_id, attempt_id=rescuer.attempt_id, trace_id="t", span_id="work", name="step"))
+        await store.add_span(
+            SpanIn(
+                rollout_id=rollout_id,
+                attempt_id=rescuer.attempt_id,
+                trace_id="t",
+                span_id="work",
+                name="step",
+            )
+        )
         # the dead worker's buffered span arrives late: it stays under the dead attempt
-        await store.add_span(SpanIn(rollout_id=rollout_id, attempt_id=dead_attempt, trace_id="t", span_id="late", name="step"))
+        await store.add_span(
+            SpanIn(rollout_id=rollout_id, attempt_id=dead_attempt, trace_id="t", span_id="late", name="step")
+        )
         await store.update_attempt(rollout_id, rescuer.attempt_id, status="succeeded")
         assert (await store.get_rollout_by_id(rollout_id)).status == RolloutStatus.SUCCEEDED
         attempts = await store.query_attempts(rollout_id)
         assert [a.status for a in attempts] == [AttemptStatus.UNRESPONSIVE, AttemptStatus.SUCCEEDED]
-        assert [s.span_id for s in await store.query_spans(rollout_id, dead_attempt)] == ["before-crash", "late"]
+        assert [s.span_id for s in await store.query_spans(rollout_id, dead_attempt)] == [
+            "before-crash",
+            "late",
+        ]
         assert [s.span_id for s in await store.query_spans(rollout_id, "latest")] == ["work"]
     finally:
         await store.close()

@@ -20,7 +20,9 @@ async def test_versions_pointers_and_history(store: LightningStore) -> None:
     v1 = await store.add_resource_version("policy", llm, created_by="seed", artifact="ckpt/0")
     assert (await store.get_latest_version("policy")) == v1
     assert (await store.get_approved_version("policy")) == v1  # the first version is the baseline
-    v2 = await store.add_resource_version("policy", llm.model_copy(update={"checkpoint": "ckpt/1"}), parent_id=v1.version_id, created_by="algo")
+    v2 = await store.add_resource_version(
+        "policy", llm.model_copy(update={"checkpoint": "ckpt/1"}), parent_id=v1.version_id, created_by="algo"
+    )
     assert v2.parent_id == v1.version_id
     assert (await store.get_latest_version("policy")).version_id == v2.version_id
     assert (await store.get_approved_version("policy")).version_id == v1.version_id  # only the gate moves it
@@ -29,7 +31,10 @@ async def test_versions_pointers_and_history(store: LightningStore) -> None:
     history = await store.query_pointer_history("policy", "approved")
     assert [(h.version_id, h.actor) for h in history] == [(v1.version_id, "seed"), (v2.version_id, "alice")]
     assert len(await store.query_pointer_history("policy")) == 4
-    assert [v.version_id for v in await store.list_resource_versions("policy")] == [v1.version_id, v2.version_id]
+    assert [v.version_id for v in await store.list_resource_versions("policy")] == [
+        v1.version_id,
+        v2.version_id,
+    ]
     assert await store.get_resource_version("rv-missing") is None
     assert await store.get_latest_version("unknown") is None
 
@@ -38,7 +43,9 @@ async def test_version_bad_input(store: LightningStore) -> None:
     v1 = await store.add_resource_version("policy", llm, version_id="rv-fixed")
     assert (await store.add_resource_version("policy", llm, version_id="rv-fixed")) == v1
     with pytest.raises(ConflictError):
-        await store.add_resource_version("policy", llm.model_copy(update={"model": "other"}), version_id="rv-fixed")
+        await store.add_resource_version(
+            "policy", llm.model_copy(update={"model": "other"}), version_id="rv-fixed"
+        )
     with pytest.raises(NotFoundError):
         await store.add_resource_version("policy", llm, parent_id="rv-missing")
     p = await store.add_resource_version("prompt", PromptTemplate(template="Q: {q}"))

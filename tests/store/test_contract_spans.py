@@ -21,17 +21,29 @@ from lightningstore import (
 
 
 def span(rollout_id: str, attempt_id: str, span_id: str, **kw) -> SpanIn:
-    return SpanIn(rollout_id=rollout_id, attempt_id=attempt_id, trace_id="t1", span_id=span_id, name=kw.pop("name", "step"), **kw)
+    return SpanIn(
+        rollout_id=rollout_id,
+        attempt_id=attempt_id,
+        trace_id="t1",
+        span_id=span_id,
+        name=kw.pop("name", "step"),
+        **kw,
+    )
 
 
 async def test_spans_idempotent_and_ordered(store: LightningStore) -> None:
     c = await store.start_rollout(1)
-    first = await store.add_span(span(c.rollout_id, c.attempt_id, "s1", attributes={"ids": [1, 2, 3], "x": "y"}))
+    first = await store.add_span(
+        span(c.rollout_id, c.attempt_id, "s1", attributes={"ids": [1, 2, 3], "x": "y"})
+    )
     assert (await store.get_rollout_by_id(c.rollout_id)).status == RolloutStatus.RUNNING
     assert (await store.get_latest_attempt(c.rollout_id)).status == AttemptStatus.RUNNING
     again = await store.add_span(span(c.rollout_id, c.attempt_id, "s1", attributes={"changed": True}))
     assert again == first  # a repeat returns the stored copy unchanged
-    batch = await store.add_many_spans([span(c.rollout_id, c.attempt_id, f"b{i}") for i in range(5)] + [span(c.rollout_id, c.attempt_id, "s1")])
+    batch = await store.add_many_spans(
+        [span(c.rollout_id, c.attempt_id, f"b{i}") for i in range(5)]
+        + [span(c.rollout_id, c.attempt_id, "s1")]
+    )
     assert [s.span_id for s in batch] == ["b0", "b1", "b2", "b3", "b4", "s1"]
     seqs = [s.sequence_id for s in batch[:5]]
     assert seqs == sorted(seqs) and seqs[0] > first.sequence_id
@@ -47,9 +59,13 @@ async def test_span_bad_input_stores_nothing(store: LightningStore) -> None:
     c = await store.start_rollout(1)
     other = await store.start_rollout(2)
     with pytest.raises(NotFoundError):
-        await store.add_many_spans([span(c.rollout_id, c.attempt_id, "ok"), span(c.rollout_id, "at-missing", "bad")])
+        await store.add_many_spans(
+            [span(c.rollout_id, c.attempt_id, "ok"), span(c.rollout_id, "at-missing", "bad")]
+        )
     with pytest.raises(InvalidInputError, match="rollout_id"):
-        await store.add_many_spans([span(c.rollout_id, c.attempt_id, "ok"), span(other.rollout_id, c.attempt_id, "bad")])
+        await store.add_many_spans(
+            [span(c.rollout_id, c.attempt_id, "ok"), span(other.rollout_id, c.attempt_id, "bad")]
+        )
     assert await store.query_spans(c.rollout_id) == []
     with pytest.raises(ValueError, match="span_id"):
         SpanIn(rollout_id="r", attempt_id="a", trace_id="t", span_id="", name="x")
@@ -109,13 +125,25 @@ async def test_watchdog_unresponsive_and_revival(store: LightningStore) -> None:
 async def test_rewards(store: LightningStore) -> None:
     c = await store.start_rollout(1)
     s = await store.add_span(span(c.rollout_id, c.attempt_id, "llm1", name="chat"))
-    step = await store.add_reward(RewardIn(rollout_id=c.rollout_id, attempt_id=c.attempt_id, name="tool_ok", value=0.5, span_id=s.span_id, primary=False))
+    step = await store.add_reward(
+        RewardIn(
+            rollout_id=c.rollout_id,
+            attempt_id=c.attempt_id,
+            name="tool_ok",
+            value=0.5,
+            span_id=s.span_id,
+            primary=False,
+        )
+    )
     final = await store.add_reward(RewardIn(rollout_id=c.rollout_id, value=1.0, reward_id="rw-final"))
     again = await store.add_reward(RewardIn(rollout_id=c.rollout_id, value=1.0, reward_id="rw-final"))
     assert again == final
     with pytest.raises(ConflictError):
         await store.add_reward(RewardIn(rollout_id=c.rollout_id, value=0.0, reward_id="rw-final"))
-    assert [(w.name, w.value) for w in await store.query_rewards(c.rollout_id)] == [("tool_ok", 0.5), ("reward", 1.0)]
+    assert [(w.name, w.value) for w in await store.query_rewards(c.rollout_id)] == [
+        ("tool_ok", 0.5),
+        ("reward", 1.0),
+    ]
     assert [w.reward_id for w in await store.query_rewards(c.rollout_id, name="tool_ok")] == [step.reward_id]
     with pytest.raises(NotFoundError):
         await store.add_reward(RewardIn(rollout_id="missing", value=1.0))

@@ -61,7 +61,10 @@ def test_upgrade_downgrade_upgrade_matches_metadata(db_url: str) -> None:
 
 def test_cli_upgrade(db_url: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "lightningrl.cli", "db", "upgrade", "--url", db_url], check=True, capture_output=True, text=True
+        [sys.executable, "-m", "lightningrl.cli", "db", "upgrade", "--url", db_url],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     assert "0002" in out  # the head revision (0002: release gate records)
     assert _diff(db_url) == []

@@ -35,6 +35,14 @@ class SequenceBatch:
         """Real (prompt + response) tokens in the batch."""
         return int(self.attention_mask.sum().item())
 
+    def to(self, device: str | torch.device) -> SequenceBatch:
+        """The batch with every tensor on `device`."""
+        moved = {
+            name: value.to(device) if isinstance(value, torch.Tensor) else value
+            for name, value in self.__dict__.items()
+        }
+        return SequenceBatch(**moved)
+
     def select(self, rows: torch.Tensor | Sequence[int]) -> SequenceBatch:
         """The batch restricted to `rows` (indexes or a boolean mask), padding unchanged."""
         index = torch.as_tensor(rows)

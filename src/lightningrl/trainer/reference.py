@@ -43,9 +43,10 @@ def torch_reference_step(
     config: TrainerConfig,
 ) -> dict[str, float]:
     """One PPO-clip step over the whole batch as one mini-batch; returns loss and pre-clip grad norm."""
-    if config.loss.entropy_coeff != 0.0:
+    if config.loss.entropy_coeff != 0.0 or config.loss.kl_loss_coef != 0.0:
         raise ValueError(
-            f"the reference step has no entropy bonus, got entropy_coeff={config.loss.entropy_coeff}"
+            "the bare step has neither entropy bonus nor KL loss, got "
+            f"entropy_coeff={config.loss.entropy_coeff}, kl_loss_coef={config.loss.kl_loss_coef}"
         )
     mask = batch.response_mask
     model.train()

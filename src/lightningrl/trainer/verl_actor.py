@@ -19,6 +19,7 @@ from lightningrl.credit.batch import SequenceBatch
 from lightningrl.trainer.checkpoint import save_hf_model
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.process_group import ensure_process_group
+from lightningrl.trainer.reference_policy import ReferencePolicy
 from lightningrl.trainer.verl_data import mean_metric, response_values, to_verl_input
 
 
@@ -50,6 +51,9 @@ class VerlActorTrainer:
         self._worker = TrainingWorker(config=worker_config)
         self._worker.reset()
         self._worker.set_loss_fn(partial(ppo_loss, config=self._actor_config))
+        self._reference: ReferencePolicy | None = None
+        if self.config.loss.kl_loss_coef > 0:
+            self._reference = ReferencePolicy(self.model_dir, self.config.temperature, self.device)
 
     def _verl_configs(self) -> tuple[Any, Any]:
         """The actor and worker configs `ActorRolloutRefWorker.init_model` would build."""
@@ -161,6 +165,8 @@ class VerlActorTrainer:
                 old_log_probs, batch.rollout_log_probs, batch.response_mask, loss_config.rollout_is_threshold
             )
             tensors["rollout_is_weights"] = weights
+        if self._reference is not None:
+            tensors["ref_log_prob"] = self._reference.log_probs(batch)
         data = to_verl_input(
             batch,
             tensors,
@@ -185,6 +191,7 @@ class VerlActorTrainer:
             "pg_clipfrac": mean_metric(metrics, "actor/pg_clipfrac"),
             "pg_clipfrac_lower": mean_metric(metrics, "actor/pg_clipfrac_lower"),
             "ppo_kl": mean_metric(metrics, "actor/ppo_kl"),
+            "kl_loss": mean_metric(metrics, "kl_loss"),
             "lr": mean_metric(metrics, "lr"),
             "mfu": mean_metric(metrics, "mfu"),
             "rollout_is_mean": is_metrics.get("rollout_is_mean"),
