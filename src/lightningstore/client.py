@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import uuid
 from collections.abc import Sequence
@@ -80,6 +81,15 @@ def _dump(value: Any) -> Any:
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
+def _retry_after(response: httpx.Response) -> float:
+    """The seconds a response's `Retry-After` header asks to wait; 0.0 when absent or not in seconds."""
+    try:
+        seconds = float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return 0.0
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+
+
 def error_from_response(response: httpx.Response) -> StoreError:
     """Rebuild the typed store error an ErrorBody names (`code` -> lightningstore.errors class)."""
     try:
@@ -155,7 +165,8 @@ class _ClientPool:
 class StoreClient(LightningStore):
     """A LightningStore served by `lightningrl store serve`.
 
-    Every call retries connection errors and 502/503/504 with exponential backoff, bounded by
+    Every call retries connection errors, 502/503/504 and 429 (rate limited: refused before it reached
+    the store) with exponential backoff, waiting at least the response's `Retry-After`, bounded by
     `max_retries` and `retry_seconds`. Calls that are safe to repeat (reads, span and reward writes,
     enqueues, status updates) also retry 500s and lost responses; the client makes them safe by
     generating `rollout_id`, `reward_id` and `version_id` when the caller gives none. Claims
@@ -219,6 +230,7 @@ class StoreClient(LightningStore):
         deadline = loop.time() + self.retry_seconds
         delay = 0.05
         for attempt in range(self.max_retries + 1):
+            asked = 0.0
             try:
                 response = await self._pool.request(
                     method, path, content=content, params=query, headers=headers, timeout=wait
@@ -233,11 +245,13 @@ class StoreClient(LightningStore):
                 status = response.status_code
                 if status < 400:
                     return response.content
-                unavailable = status in (502, 503, 504) or (status >= 500 and idempotent)
+                unavailable = status in (429, 502, 503, 504) or (status >= 500 and idempotent)
                 if not unavailable or attempt == self.max_retries or loop.time() > deadline:
                     raise error_from_response(response)
+                asked = _retry_after(response)
             self.retries += 1
-            await asyncio.sleep(min(delay * random.uniform(0.5, 1.0), max(0.0, deadline - loop.time())))
+            pause = max(delay * random.uniform(0.5, 1.0), asked)
+            await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
             delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # the loop returns or raises on its last try
 

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from lightningstore.server.auth import declare_bearer_security
 from lightningstore.server.body_limit import BodyLimitMiddleware
 from lightningstore.server.error_handlers import install_error_handlers
+from lightningstore.server.rate_limit import RateLimiter, RateLimitMiddleware
 from lightningstore.server.raw_path import RawPathMiddleware
 from lightningstore.server.routes import attempts, otlp, resources, rollouts, system, telemetry
 from lightningstore.server.schemas import ErrorBody
@@ -21,7 +22,7 @@ from lightningstore.store import LightningStore
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422)
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422, 429)
 }
 
 
@@ -32,12 +33,19 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     sweep_interval: float | None = 1.0,
     close_store: bool = False,
+    rate_limit: float | None = None,
+    rate_burst: int | None = None,
 ) -> FastAPI:
     """The store's HTTP API. No tokens (or an empty TokenConfig) = dev mode: every caller is admin.
 
     `sweep_interval` seconds between watchdog sweeps (None: no background watchdog);
-    `close_store` closes the store when the app shuts down.
+    `close_store` closes the store when the app shuts down;
+    `rate_limit` requests/second per caller (None: unlimited) with bursts of `rate_burst` requests
+    (default: one second's worth); over it a caller gets 429 with Retry-After.
     """
+    if rate_limit is None and rate_burst is not None:
+        raise ValueError(f"rate_burst={rate_burst!r} needs a rate_limit")
+    limiter = RateLimiter(rate_limit, rate_burst) if rate_limit is not None else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -65,6 +73,7 @@ def create_app(
     app.state.store = store
     app.state.tokens = tokens or TokenConfig()
     app.state.max_body_bytes = max_body_bytes
+    app.state.rate_limiter = limiter
     # Hot paths first: routes are matched in order.
     for module in (rollouts, telemetry, attempts, system, resources, otlp):
         app.include_router(module.router)
@@ -72,4 +81,7 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     app.add_middleware(RawPathMiddleware)
+    if limiter is not None:
+        # Outermost: refuse before the body is read or anything is routed.
+        app.add_middleware(RateLimitMiddleware, limiter=limiter)
     return app

@@ -26,6 +26,7 @@ HTTP_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "invalid_input",
+    429: "rate_limited",
 }
 ERROR_ATTRIBUTES = ("field", "kind", "ident", "current", "new")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import math
 import os
 import sys
 
@@ -38,8 +39,13 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     sweep_interval: float | None = 1.0,
     log_level: str = "warning",
+    rate_limit: float | None = None,
+    rate_burst: int | None = None,
 ) -> None:
-    """Serve a SqlStore on `db` until interrupted; refuses a non-loopback host without tokens."""
+    """Serve a SqlStore on `db` until interrupted; refuses a non-loopback host without tokens.
+
+    `rate_limit` requests/second per caller (None: unlimited), bursts of `rate_burst` (see create_app).
+    """
     import uvicorn
 
     from lightningstore.sql_store import SqlStore
@@ -56,6 +62,8 @@ def serve(
         max_body_bytes=max_body_bytes,
         sweep_interval=sweep_interval,
         close_store=True,
+        rate_limit=rate_limit,
+        rate_burst=rate_burst,
     )
     from lightningstore.proxy import install_proxy
 
@@ -95,7 +103,34 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sweep-interval", type=float, default=1.0, help="seconds between watchdog sweeps (0 disables)"
     )
+    parser.add_argument(
+        "--rate-limit",
+        type=_non_negative_float,
+        default=0.0,
+        metavar="RPS",
+        help="requests/second allowed per caller (token, agent key or client address); 0: unlimited (default)",
+    )
+    parser.add_argument(
+        "--rate-burst",
+        type=_positive_int,
+        metavar="N",
+        help="most requests a caller may send at once (bucket size; default: one second's worth)",
+    )
     parser.add_argument("--log-level", default="warning")
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
 
 
 def serve_from_args(args: argparse.Namespace) -> int:
@@ -105,6 +140,9 @@ def serve_from_args(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: cannot load tokens: {exc}", file=sys.stderr)
         return 2
+    if args.rate_burst is not None and not args.rate_limit:
+        print("error: --rate-burst needs --rate-limit", file=sys.stderr)
+        return 2
     serve(
         args.db,
         host=args.host,
@@ -113,6 +151,8 @@ def serve_from_args(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         sweep_interval=args.sweep_interval or None,
         log_level=args.log_level,
+        rate_limit=args.rate_limit or None,
+        rate_burst=args.rate_burst,
     )
     return 0
 
