@@ -46,6 +46,9 @@ class LightningRLConfig:
     reload_servers: bool = True
     """POST /reload to the LLM's endpoints after each publish (our server; vLLM needs its own hook)."""
     show_progress: bool = True
+    gate_stop: bool = False
+    """After each step, ask the release gate's `stop_reason` (span coverage, retry debt, protected
+    regressions of `latest`); when it names a reason the loop stops before the next step."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "rollouts_per_task", "val_rollouts_per_task"):

@@ -7,11 +7,12 @@ import json
 import random
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
@@ -21,15 +22,28 @@ from lightningrl.advantages import compute_advantages
 from lightningrl.config import LightningRLConfig
 from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, collate
 from lightningrl.metrics import MetricsLog, plot_reward_curve
+from lightningrl.release.stop import stop_reason
 from lightningrl.reload import reload_endpoints
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import LLM, LightningStore, ResourceVersion, RolloutStatus
 
 TRAINED_MARK = "lightningrl.trained_step"
 
+StopCheck = Callable[["LightningRL"], Awaitable[str | None]]
+"""Asked after each step (after publish): a reason to stop the loop before the next step, or None."""
+
+
+async def gate_stop_check(rl: LightningRL) -> str | None:
+    """The release gate's `stop_reason` for the loop's resource (the hook `config.gate_stop` installs)."""
+    return await stop_reason(rl.store, rl.config.resource_name)
+
 
 class LightningRL(Algorithm):
-    """The RL algorithm. Training moves the resource's `latest` pointer only; `approved` is the gate's."""
+    """The RL algorithm. Training moves the resource's `latest` pointer only; `approved` is the gate's.
+
+    `stop_check` (or `config.gate_stop`, which installs `gate_stop_check`) is awaited after each step of
+    `run` and `run_continuous`; a reason it returns is logged in that step's row (`stop/reason`,
+    `stop/stopped`), kept in `stopped_reason`, and ends the loop cleanly before the next step."""
 
     name = "lightningrl"
 
@@ -42,11 +56,19 @@ class LightningRL(Algorithm):
         *,
         trainer: Trainer | None = None,
         console: Console | None = None,
+        stop_check: StopCheck | None = None,
     ) -> None:
         super().__init__(store)
         if not train_tasks:
             raise ValueError("train_tasks must not be empty")
         self.config = config or LightningRLConfig()
+        if stop_check is not None and self.config.gate_stop:
+            raise ValueError(
+                "give stop_check or set config.gate_stop, not both (call gate_stop_check in yours)"
+            )
+        self.stop_check: StopCheck | None = gate_stop_check if self.config.gate_stop else stop_check
+        self.stopped_reason: str | None = None
+        """Why the last `run` / `run_continuous` stopped early (the stop check's reason), else None."""
         self.train_tasks = list(train_tasks)
         self.val_tasks = list(val_tasks)
         self.trainer = trainer
@@ -110,6 +132,7 @@ class LightningRL(Algorithm):
         """Train for `config.steps` steps, validating every `val_every`; returns the metrics."""
         llm = await self._start() if self.version is None else self._current_llm()
         cfg = self.config
+        self.stopped_reason = None
         if cfg.validate_first and cfg.val_every and self.val_tasks and self.global_step == 0:
             self.metrics.log({"step": 0, **(await self.validate(0))})
         with self._progress() as progress:
@@ -133,12 +156,16 @@ class LightningRL(Algorithm):
                 last = local_step == cfg.steps
                 if cfg.val_every and (local_step % cfg.val_every == 0 or last) and self.val_tasks:
                     row.update(await self.validate(step))
+                await self._check_stop(row)
                 row["step_seconds"] = time.perf_counter() - t0
                 self.metrics.log(row)
                 info = f"reward {row['train/reward_mean']:.2f}"
                 if "val/success" in row:
                     info += f"  held-out {row['val/success']:.2f}"
                 progress.update(bar, advance=1, info=info)
+                if self.stopped_reason is not None:
+                    self._report_stop(step)
+                    break
         plot_reward_curve(self.metrics, cfg.output_dir / "reward_curve.png")
         return self.metrics
 
@@ -240,6 +267,7 @@ class LightningRL(Algorithm):
         for finished, not-yet-trained train rollouts; train once `min_rollouts` have gathered. Trained
         rollouts are marked in their metadata, so a restarted loop never trains on one twice."""
         llm = await self._start() if self.version is None else self._current_llm()
+        self.stopped_reason = None
         steps = 0
         idle_since = time.monotonic()
         while steps < max_steps:
@@ -271,7 +299,11 @@ class LightningRL(Algorithm):
                 await self.store.update_rollout(
                     r.rollout_id, metadata={**r.metadata, TRAINED_MARK: self.global_step}
                 )
+            await self._check_stop(row)
             self.metrics.log(row)
+            if self.stopped_reason is not None:
+                self._report_stop(self.global_step)
+                break
             idle_since = time.monotonic()
         if self.metrics.rows:
             plot_reward_curve(self.metrics, self.config.output_dir / "reward_curve.png")
@@ -282,6 +314,20 @@ class LightningRL(Algorithm):
         return [r for r in done if TRAINED_MARK not in r.metadata]
 
     # ---- helpers ---------------------------------------------------------------------------------
+
+    async def _check_stop(self, row: dict[str, Any]) -> None:
+        """Ask the stop check; a reason goes into the step's row and `stopped_reason`."""
+        if self.stop_check is None:
+            return
+        reason = await self.stop_check(self)
+        if reason:
+            self.stopped_reason = reason
+            row.update({"stop/stopped": 1, "stop/reason": reason})
+
+    def _report_stop(self, step: int) -> None:
+        self.console.print(
+            f"[bold yellow]LightningRL stopped after step {step}:[/] {escape(self.stopped_reason or '')}"
+        )
 
     def _pad_token_id(self, llm: LLM) -> int:
         config = json.loads((Path(llm.checkpoint or "") / "config.json").read_text())
