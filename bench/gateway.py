@@ -1,6 +1,6 @@
 """Bench the model gateway: added latency per call, and inference throughput vs bare `model.generate`.
 
-    .venv/bin/python bench/gateway.py [--calls 400] [--max-tokens 64] [--threads 1]
+    .venv/bin/python bench/gateway.py [--calls 400] [--max-tokens 64] [--threads 1] [--skip-throughput]
 
 Everything runs on loopback, each server in its own process (so the client, the gateway and the
 backend do not share a GIL). The overhead is measured against a stub OpenAI backend that answers at
@@ -201,12 +201,16 @@ def run(args: argparse.Namespace) -> None:
     console = Console()
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            model_dir = build_tiny_model(Path(tmp) / "model", seed=0)
             stub, stub_url = spawn("stub")
-            server, server_url = spawn("inference", str(model_dir), args.threads)
-            processes += [stub, server]
+            processes.append(stub)
+            backends = {"stub": f"{stub_url}/v1"}
+            if not args.skip_throughput:
+                model_dir = build_tiny_model(Path(tmp) / "model", seed=0)
+                server, server_url = spawn("inference", str(model_dir), args.threads)
+                processes.append(server)
+                backends["tiny"] = f"{server_url}/v1"
             db = Path(tmp) / "store.db"
-            paths = asyncio.run(prepare_store(db, {"stub": f"{stub_url}/v1", "tiny": f"{server_url}/v1"}))
+            paths = asyncio.run(prepare_store(db, backends))
             gateway, gateway_url = spawn("gateway", str(db))
             processes.append(gateway)
 
@@ -225,6 +229,8 @@ def run(args: argparse.Namespace) -> None:
             mean_added = statistics.fmean(timings["gateway"]) - statistics.fmean(timings["direct"])
             table.add_row("[bold]added by the gateway[/]", *(f"{v:.3f}" for v in (*added, mean_added)))
             console.print(table)
+            if args.skip_throughput:
+                return
 
             console.print(
                 f"[bold]Throughput[/]: {args.max_tokens} greedy tokens per request, {args.threads} torch thread(s)"
@@ -276,6 +282,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=400, help="measured calls each way (after 50 warm-up)")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for the server and generate")
+    parser.add_argument("--skip-throughput", action="store_true", help="measure the overhead only")
     parser.add_argument("--serve", choices=("stub", "gateway", "inference"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)

@@ -6,6 +6,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from lightningstore.attempt import Attempt
 from lightningstore.errors import NotFoundError
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
@@ -106,10 +107,16 @@ class Bindings:
 
 async def check_attempt(store: LightningStore, rollout_id: str, attempt_id: str) -> None:
     """Refuse calls for an unknown attempt (404) or one that has ended (409)."""
+    # Calls come almost always from the rollout's latest attempt: one row, where listing them all
+    # would also read and validate the rollout. Any other answer takes the full lookup below.
     try:
-        attempts = await store.query_attempts(rollout_id)
+        latest = await store.get_latest_attempt(rollout_id)
     except NotFoundError:
-        raise ProxyError(404, f"rollout {rollout_id!r} not found") from None
+        latest = None
+    if latest is not None and latest.attempt_id == attempt_id:
+        attempts = [latest]
+    else:
+        attempts = await _attempts_of(store, rollout_id)
     for attempt in attempts:
         if attempt.attempt_id == attempt_id:
             if attempt.status.terminal:
@@ -120,3 +127,10 @@ async def check_attempt(store: LightningStore, rollout_id: str, attempt_id: str)
                 )
             return
     raise ProxyError(404, f"attempt {attempt_id!r} not found in rollout {rollout_id!r}")
+
+
+async def _attempts_of(store: LightningStore, rollout_id: str) -> list[Attempt]:
+    try:
+        return await store.query_attempts(rollout_id)
+    except NotFoundError:
+        raise ProxyError(404, f"rollout {rollout_id!r} not found") from None

@@ -10,7 +10,8 @@ from fastapi.responses import Response
 import lightningstore.server.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.proxy.gateway import Gateway, authorize
-from lightningstore.server.auth import CallerDep
+from lightningstore.proxy.request import Kind
+from lightningstore.server.auth import CallerDep, current_caller
 from lightningstore.server.tokens import Caller, Role
 from lightningstore.status import RolloutMode
 
@@ -20,37 +21,32 @@ ADMIN_ROLES = frozenset({Role.ADMIN, Role.ALGORITHM})
 router = APIRouter(prefix="/proxy", tags=["proxy"])
 
 
-def current_gateway(request: Request) -> Gateway:
+async def current_gateway(request: Request) -> Gateway:
+    # async: FastAPI runs a sync dependency on a worker thread, a thread hop per call.
     return request.app.state.proxy
 
 
 GatewayDep = Annotated[Gateway, Depends(current_gateway)]
 
 
-@router.post(CALL + "/chat/completions", response_model=None)
-async def chat_completions(
-    request: Request,
-    gateway: GatewayDep,
-    caller: CallerDep,
-    rollout_id: str,
-    attempt_id: str,
-    mode: RolloutMode,
+async def _call(
+    request: Request, kind: Kind, rollout_id: str, attempt_id: str, mode: RolloutMode
 ) -> Response:
+    # The hot routes resolve gateway and caller inline: FastAPI's dependency solving costs more.
+    gateway: Gateway = request.app.state.proxy
+    return await gateway.call(request, kind, current_caller(request), rollout_id, attempt_id, mode.value)
+
+
+@router.post(CALL + "/chat/completions", response_model=None)
+async def chat_completions(request: Request, rollout_id: str, attempt_id: str, mode: RolloutMode) -> Response:
     """OpenAI chat completions for one attempt, recorded as one LLM span with exact token ids."""
-    return await gateway.call(request, "chat", caller, rollout_id, attempt_id, mode.value)
+    return await _call(request, "chat", rollout_id, attempt_id, mode)
 
 
 @router.post(CALL + "/completions", response_model=None)
-async def completions(
-    request: Request,
-    gateway: GatewayDep,
-    caller: CallerDep,
-    rollout_id: str,
-    attempt_id: str,
-    mode: RolloutMode,
-) -> Response:
+async def completions(request: Request, rollout_id: str, attempt_id: str, mode: RolloutMode) -> Response:
     """OpenAI text completions for one attempt, recorded as one LLM span with exact token ids."""
-    return await gateway.call(request, "completion", caller, rollout_id, attempt_id, mode.value)
+    return await _call(request, "completion", rollout_id, attempt_id, mode)
 
 
 @router.get(CALL + "/models", response_model=None)
