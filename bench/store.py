@@ -70,8 +70,19 @@ def ingest_raw_floor(path: Path, n: int, s: int) -> float:
     for batch in batches:
         rows = [
             (
-                sp.rollout_id, sp.attempt_id, sp.trace_id, sp.span_id, sp.parent_id, sp.name, sp.kind, sp.start_time,
-                sp.end_time, orjson.dumps(sp.attributes).decode(), "[]", '{"status_code": "UNSET"}', "{}",
+                sp.rollout_id,
+                sp.attempt_id,
+                sp.trace_id,
+                sp.span_id,
+                sp.parent_id,
+                sp.name,
+                sp.kind,
+                sp.start_time,
+                sp.end_time,
+                orjson.dumps(sp.attributes).decode(),
+                "[]",
+                '{"status_code": "UNSET"}',
+                "{}",
             )
             for sp in batch
         ]
@@ -88,7 +99,9 @@ def ingest_raw_floor(path: Path, n: int, s: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=2000, help="rollouts")
     parser.add_argument("--r", type=int, default=32, help="concurrent workers")
     parser.add_argument("--s", type=int, default=6, help="spans per rollout")
@@ -105,14 +118,21 @@ def main() -> None:
 
     def add(name: str, res: WorkloadResult) -> None:
         table.add_row(
-            name, f"{res.rollouts_per_s:.0f}", f"{res.spans_per_s:.0f}", f"{res.percentile(0.5):.1f}",
-            f"{res.percentile(0.99):.1f}", f"{res.query_seconds:.2f}",
+            name,
+            f"{res.rollouts_per_s:.0f}",
+            f"{res.spans_per_s:.0f}",
+            f"{res.percentile(0.5):.1f}",
+            f"{res.percentile(0.99):.1f}",
+            f"{res.query_seconds:.2f}",
         )
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         console.print("running SQLite (in-process)...")
-        add("SqlStore SQLite (in-process)", asyncio.run(bench_sql(str(tmp_path / "bench.db"), args.n, args.r, args.s)))
+        add(
+            "SqlStore SQLite (in-process)",
+            asyncio.run(bench_sql(str(tmp_path / "bench.db"), args.n, args.r, args.s)),
+        )
 
         pg_dir = None
         if not args.no_postgres:
@@ -123,7 +143,10 @@ def main() -> None:
                 server, pg_dir = start_throwaway_postgres()
             try:
                 console.print("running PostgreSQL (in-process)...")
-                add("SqlStore PostgreSQL (in-process)", asyncio.run(bench_sql(create_pg_database(server), args.n, args.r, args.s)))
+                add(
+                    "SqlStore PostgreSQL (in-process)",
+                    asyncio.run(bench_sql(create_pg_database(server), args.n, args.r, args.s)),
+                )
             finally:
                 if pg_dir:
                     stop_throwaway_postgres(pg_dir)
@@ -151,7 +174,9 @@ def main() -> None:
     for col in ("path", "spans/s", "seconds", "x floor"):
         ingest.add_column(col)
     ingest.add_row("raw sqlite3 executemany (floor)", f"{spans / raw_s:.0f}", f"{raw_s:.2f}", "1.00")
-    ingest.add_row("SqlStore.add_many_spans", f"{spans / store_s:.0f}", f"{store_s:.2f}", f"{store_s / raw_s:.2f}")
+    ingest.add_row(
+        "SqlStore.add_many_spans", f"{spans / store_s:.0f}", f"{store_s:.2f}", f"{store_s / raw_s:.2f}"
+    )
     console.print(ingest)
     console.print(
         "reference (measured on this machine): Agent Lightning 0.3.0 in-memory store ~200 rollouts/s"

@@ -86,4 +86,6 @@ async def run_workload(store: LightningStore, n: int, r: int, s: int, seed: int 
         total += len(await store.query_spans(rollout.rollout_id))
     query_seconds = time.perf_counter() - t1
     assert finished == n and total == n * s, (finished, total)
-    return WorkloadResult(rollouts=n, spans=n * s, seconds=seconds, query_seconds=query_seconds, latencies_ms=latencies)
+    return WorkloadResult(
+        rollouts=n, spans=n * s, seconds=seconds, query_seconds=query_seconds, latencies_ms=latencies
+    )

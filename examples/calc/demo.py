@@ -178,9 +178,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="group_and_call",
         help="GRPO baseline: the same call of sibling rollouts, or every call of the task's rollouts",
     )
-    p.add_argument(
-        "--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)"
-    )
+    p.add_argument("--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)")
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")
     return p.parse_args(argv)
 
