@@ -47,7 +47,7 @@ async def main(args: argparse.Namespace) -> None:
 
     console = Console()
     started = time.perf_counter()
-    out = Path(args.output) / f"seed{args.seed}"
+    out = Path(args.output).resolve() / f"seed{args.seed}"  # absolute: the store records checkpoint paths
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
