@@ -337,11 +337,11 @@ async def main(args: argparse.Namespace) -> int:
         assert isinstance(drill, RollbackDrill)
         print(f"rollback drill: {drill.reason}; routed to {drill.routed_version_id}")
 
-        await cli(url, "admin", "check", rid)
+        await cli(url, "approver", "check", rid)
         code, out = await cli(url, "algorithm", "approve", rid, "--actor", "learner", show=False)
         print(f"\napprove with the learner's token -> exit {code}: {out.splitlines()[-1]}")
         await cli(url, "approver", "approve", rid, "--actor", "alice", "--note", "calc demo release")
-        code, out = await cli(url, "admin", "check", rid)
+        code, out = await cli(url, "approver", "check", rid)
         summary["verdict"] = out.splitlines()[-1]
         code, _ = await cli(url, "approver", "promote", rid, "--actor", "alice")
         summary["promoted"] = code == 0

@@ -58,6 +58,20 @@ async def test_approver_moves_approved_only(make_client) -> None:
         await approver.enqueue_rollout(1)
 
 
+async def test_approver_reads_the_evidence_but_cannot_write_it(make_client) -> None:
+    alg, runner, approver = make_client("alg-token"), make_client("run-token-2"), make_client("apr-token")
+    rollout = await alg.enqueue_rollout({"q": 1})
+    claimed = await runner.dequeue_rollout("w1")
+    assert claimed is not None and claimed.rollout_id == rollout.rollout_id
+    await runner.add_span(_span(claimed.rollout_id, claimed.attempt_id))
+
+    assert [s.span_id for s in await approver.query_spans(claimed.rollout_id)] == ["s1"]
+    assert await approver.query_rewards(claimed.rollout_id) == []
+    with pytest.raises(PermissionDeniedError):
+        await approver.add_span(_span(claimed.rollout_id, claimed.attempt_id, "s2"))
+    assert [s.span_id for s in await approver.query_spans(claimed.rollout_id)] == ["s1"]
+
+
 async def test_runner_scope(make_client) -> None:
     alg, runner = make_client("alg-token"), make_client("run-token-2")
     await alg.enqueue_rollout({"q": 1})

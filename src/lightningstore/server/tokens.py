@@ -47,7 +47,8 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
         }
     ),
     Role.RUNNER: frozenset({Permission.READ_RUNTIME, Permission.CLAIM, Permission.WRITE_TELEMETRY}),
-    Role.APPROVER: frozenset({Permission.READ_RUNTIME, Permission.APPROVE}),
+    # An approver judges evidence (spans, rewards) before moving `approved`: it reads, it never writes it.
+    Role.APPROVER: frozenset({Permission.READ, Permission.READ_RUNTIME, Permission.APPROVE}),
     # An agent key grants only writes to its own attempt, checked by `Caller.require_attempt`.
     Role.AGENT: frozenset(),
 }
