@@ -99,13 +99,13 @@ def compute_advantages(batch: SequenceBatch, config: AdvantageConfig | None = No
     config = config or AdvantageConfig()
     rows, positions, values, call_index = _call_segments(batch)
     keys = _baseline_keys(batch, rows, call_index, config)
-    groups = sorted(set(keys))
+    by_group: dict[str, list[float]] = {}
+    for key, value in zip(keys, values, strict=True):
+        by_group.setdefault(key, []).append(value)
+    groups = sorted(by_group)
     live = set(groups)
     if config.drop_uniform_groups:
-        for group in groups:
-            group_values = [v for k, v in zip(keys, values, strict=True) if k == group]
-            if max(group_values) - min(group_values) <= config.uniform_tolerance:
-                live.discard(group)
+        live = {g for g in groups if max(by_group[g]) - min(by_group[g]) > config.uniform_tolerance}
     kept = [j for j, key in enumerate(keys) if key in live]
     keep = torch.zeros(len(batch), dtype=torch.bool)
     for j in kept:
