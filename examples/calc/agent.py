@@ -8,6 +8,7 @@ blamed when the first call picked the wrong tool (see examples/calc/README.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from openai import AsyncOpenAI
@@ -23,17 +24,21 @@ ANSWER_CALL = 1
 """0-based index of the answer call among the agent's LLM calls."""
 
 
-async def calc_agent(task: dict[str, Any], resources: Any) -> float:
-    llm = resources.llm
+async def solve(llm: Any, question: str, tool: Callable[[str], str] = run_tool) -> tuple[str, str, str]:
+    """The agent's two model calls: (tool call, the tool's result, the final answer)."""
     async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=2, timeout=60) as client:
         first = await client.chat.completions.create(
-            model=llm.model, messages=tool_messages(task["question"]), max_tokens=10
+            model=llm.model, messages=tool_messages(question), max_tokens=10
         )
         tool_call = (first.choices[0].message.content or "").strip()
-        result = run_tool(tool_call)
+        result = tool(tool_call)
         second = await client.chat.completions.create(
-            model=llm.model, messages=answer_messages(task["question"], tool_call, result), max_tokens=6
+            model=llm.model, messages=answer_messages(question, tool_call, result), max_tokens=6
         )
-        answer = (second.choices[0].message.content or "").strip()
+    return tool_call, result, (second.choices[0].message.content or "").strip()
+
+
+async def calc_agent(task: dict[str, Any], resources: Any) -> float:
+    _, result, answer = await solve(resources.llm, task["question"])
     emit_reward(1.0 if answer == result else 0.0, step=ANSWER_CALL)
     return 1.0 if answer == str(task["answer"]) else 0.0

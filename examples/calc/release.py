@@ -34,9 +34,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
-from agent import calc_agent  # noqa: E402
-from openai import AsyncOpenAI  # noqa: E402
-from tasks import OPS, TOOLS, CalcTask, answer_messages, run_tool, split_tasks, tool_messages  # noqa: E402
+from agent import calc_agent, solve  # noqa: E402
+from tasks import OPS, TOOLS, CalcTask, run_tool, split_tasks  # noqa: E402
 
 from algorithm import Evaluate, Task  # noqa: E402
 from lightningrl.local_stack import free_port, serve_app  # noqa: E402
@@ -90,17 +89,7 @@ def report_answer(db: str, task: dict[str, Any], answer: str, version: str) -> N
 
 async def canary_agent(task: dict[str, Any], resources: Any) -> float:
     """The calc agent's two calls, then it reports its answer as a row in `task['results_db']`."""
-    llm = resources.llm
-    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=2, timeout=60) as client:
-        first = await client.chat.completions.create(
-            model=llm.model, messages=tool_messages(task["question"]), max_tokens=10
-        )
-        tool_call = (first.choices[0].message.content or "").strip()
-        result = calculator(tool_call)
-        second = await client.chat.completions.create(
-            model=llm.model, messages=answer_messages(task["question"], tool_call, result), max_tokens=6
-        )
-        answer = (second.choices[0].message.content or "").strip()
+    _, _, answer = await solve(resources.llm, task["question"], tool=calculator)
     report_answer(task["results_db"], task, answer, resources.versions.get(NAME, "?"))
     return 1.0 if answer == str(task["answer"]) else 0.0
 

@@ -30,34 +30,31 @@ router = APIRouter(prefix="/v1/gate", tags=["gate"])
 Actor = Field(default=None, max_length=200)
 
 
-class ReceiptIn(BaseModel):
+class _ActorIn(BaseModel):
+    """A gate write: its payload field, and who asks (recorded beside the caller's role)."""
+
     model_config = ConfigDict(extra="forbid")
+    actor: str | None = Actor
+
+
+class ReceiptIn(_ActorIn):
     body: ReceiptBody
-    actor: str | None = Actor
 
 
-class EvidenceIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class EvidenceIn(_ActorIn):
     body: Evidence
-    actor: str | None = Actor
 
 
-class EvaluatorIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class EvaluatorIn(_ActorIn):
     evaluator: Evaluator
-    actor: str | None = Actor
 
 
-class ProtectedCaseIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ProtectedCaseIn(_ActorIn):
     case: ProtectedCase
-    actor: str | None = Actor
 
 
-class PolicyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PolicyIn(_ActorIn):
     policy: GatePolicy
-    actor: str | None = Actor
 
 
 def _context(request: Request) -> tuple[GateRecords, Caller]:
