@@ -296,10 +296,12 @@ async def test_idle_timeout_and_watchdog_ending_an_attempt(sql_store: SqlStore) 
     summary = await make_runner(sql_store, sync_agent).run(idle_timeout=0.3)
     assert summary.claimed == 0 and time.monotonic() - started < 2
 
+    agent_started = asyncio.Event()
     cancelled = asyncio.Event()
 
     @rollout
     async def waits(task: str, resources: AgentResources) -> float:
+        agent_started.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -310,17 +312,48 @@ async def test_idle_timeout_and_watchdog_ending_an_attempt(sql_store: SqlStore) 
     item = await sql_store.enqueue_rollout("x")
     runner = make_runner(sql_store, waits, workers=1, heartbeat_interval=0.05)
     task = asyncio.create_task(runner.run(max_rollouts=1))
-    for _ in range(100):
-        if (await sql_store.query_spans(item.rollout_id)) or (
-            await sql_store.query_attempts(item.rollout_id)
-        ):
-            break
-        await asyncio.sleep(0.02)
+    # Cancel only once the agent runs: cancelling while the attempt is still preparing is the next test.
+    await asyncio.wait_for(agent_started.wait(), 10)
     await sql_store.cancel_rollout(item.rollout_id)
     summary = await asyncio.wait_for(task, 5)
     assert cancelled.is_set() and summary.ended_elsewhere == 1
     stored = await sql_store.get_rollout_by_id(item.rollout_id)
     assert stored is not None and stored.status == RolloutStatus.CANCELLED
+
+
+class CancelsOnClaim:
+    """A real SqlStore whose rollouts are cancelled the moment a runner claims them (before the agent)."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def dequeue_rollout(self, *args: Any, **kwargs: Any) -> Any:
+        claimed = await self._store.dequeue_rollout(*args, **kwargs)
+        if claimed is not None:
+            await self._store.cancel_rollout(claimed.rollout_id)
+        return claimed
+
+
+async def test_rollout_cancelled_before_its_agent_starts(sql_store: SqlStore) -> None:
+    ran = asyncio.Event()
+
+    @rollout
+    async def never(task: str, resources: AgentResources) -> float:
+        ran.set()
+        return 1.0
+
+    item = await sql_store.enqueue_rollout("x")
+    runner = make_runner(CancelsOnClaim(sql_store), never, workers=1)  # type: ignore[arg-type]
+    summary = await asyncio.wait_for(runner.run(max_rollouts=1), 10)
+    assert summary.claimed == 1 and summary.ended_elsewhere == 1 and summary.succeeded == 0
+    assert not ran.is_set()
+    stored = await sql_store.get_rollout_by_id(item.rollout_id)
+    assert stored is not None and stored.status == RolloutStatus.CANCELLED
+    (attempt,) = await sql_store.query_attempts(item.rollout_id)
+    assert attempt.status != AttemptStatus.SUCCEEDED
 
 
 async def test_progress_display_renders_counts(sql_store: SqlStore) -> None:
