@@ -1,4 +1,4 @@
-"""Status enums and the one table of legal transitions (DESIGN.md, "Status machines")."""
+"""Status enums and the one table of legal transitions (docs/architecture.md, "State machines")."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class WorkerStatus(StrEnum):
 
 
 TERMINAL_ROLLOUT = frozenset({RolloutStatus.SUCCEEDED, RolloutStatus.FAILED, RolloutStatus.CANCELLED})
-# unresponsive is not terminal: a late span revives it (DESIGN.md).
+# unresponsive is not terminal: a late span revives it (docs/architecture.md).
 TERMINAL_ATTEMPT = frozenset({AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.TIMEOUT})
 FAILURE_KINDS = frozenset({AttemptStatus.FAILED, AttemptStatus.TIMEOUT, AttemptStatus.UNRESPONSIVE})
 

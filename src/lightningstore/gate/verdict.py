@@ -29,7 +29,7 @@ class Basis(BaseModel):
     canary: str | None = None
 
 
-# Which parts of the basis each check reads (DESIGN.md, Gate: evaluator, parent, task distribution).
+# Which parts of the basis each check reads (docs/architecture.md, "The release gate": evaluator, parent, task distribution).
 DEPENDS_ON: dict[CheckName, tuple[str, ...]] = {
     CheckName.PINNED: ("evaluator", "parent", "train", "holdout"),
     CheckName.COVERAGE: ("train", "holdout"),
