@@ -73,7 +73,7 @@ async def local_stack(
     max_batch_size: int = 64,
     cpu_threads: int | None = 1,
 ) -> AsyncIterator[StackUrls]:
-    """Start the store server (with its proxy and gate) over `store` and an inference server on `checkpoint`."""
+    """Start the store server (proxy and gate included) on `store` and an inference server on `checkpoint`."""
     from lightningrl.serving import create_app as create_inference_app
     from lightningstore.server import build_app
 

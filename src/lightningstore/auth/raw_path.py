@@ -1,6 +1,7 @@
-"""Ids in request paths: route on the undecoded path so ids holding '/' or '%' survive; `IdConvertor` decodes them once.
+"""Route on the undecoded path so ids holding '/' or '%' survive; `IdConvertor` decodes them once.
 
-Shared, like the bearer check, by every router on the store server (store API, proxy, gate)."""
+Shared, like the bearer check, by every router on the store server (store API, proxy, gate).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The release gate's records: update receipts, check reports, evidence, evaluators, protected cases, policy.
 
-`lightningstore.server.build_app` mounts the HTTP routes; open the records of a store with `gate_records(store)`.
+The store server (`build_app`) mounts the HTTP routes; open the records of a store with `gate_records(store)`.
 """
 
 from lightningstore.gate.check import CheckName, CheckResult, CheckStatus

@@ -188,7 +188,7 @@ async def get_policy(request: Request, resource_name: str) -> GatePolicy | None:
 
 
 def install_gate(app: FastAPI, records: GateRecords | None = None) -> GateRecords:
-    """Add the `/v1/gate` routes to `app` (being built by `build_app`; its `state.store` backs the records)."""
+    """Add the `/v1/gate` routes to `app` (from `build_app`; its `state.store` backs the records)."""
     gate = records if records is not None else gate_records(app.state.store)
     app.state.gate = gate
     app.include_router(router)

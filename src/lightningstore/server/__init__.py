@@ -1,6 +1,6 @@
-"""The store's HTTP server: one FastAPI app (store API, OTLP ingest, proxy, gate). FastAPI is imported only on demand.
+"""The store's HTTP server: one FastAPI app with the store API, OTLP ingest, proxy and gate.
 
-Tokens and agent keys live in `lightningstore.auth`.
+FastAPI is imported only on demand. Tokens and agent keys live in `lightningstore.auth`.
 """
 
 from __future__ import annotations
