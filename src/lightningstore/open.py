@@ -8,7 +8,7 @@ from lightningstore.auth.tokens import ENV_VARS, Role
 from lightningstore.store import LightningStore
 
 
-def role_token(role: Role | str) -> str | None:
+def _role_token(role: Role | str) -> str | None:
     """The value of `role`'s $LIGHTNINGRL_{ROLE}_TOKEN, or None when it is unset or empty."""
     role = Role(role)
     if role not in ENV_VARS:
@@ -34,7 +34,7 @@ def open_store(
         from lightningstore.client import StoreClient
 
         if not token and role is not None:
-            token = role_token(role)
+            token = _role_token(role)
         if max_retries is None:
             return StoreClient(target, token=token or None)
         return StoreClient(target, token=token or None, max_retries=max_retries)
