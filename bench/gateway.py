@@ -70,11 +70,9 @@ def serve(role: str, port: int, path: str | None, threads: int) -> None:
         app = stub_app()
     elif role == "gateway":
         from lightningstore import SqlStore
-        from lightningstore.proxy import install_proxy
-        from lightningstore.server import create_app
+        from lightningstore.server import build_app
 
-        app = create_app(SqlStore(path), sweep_interval=None)
-        install_proxy(app)
+        app = build_app(SqlStore(path), sweep_interval=None)
     else:
         from lightningrl.serving import create_app as create_inference_app
 

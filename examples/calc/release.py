@@ -147,15 +147,16 @@ class Models:
 async def stack(store: SqlStore, versions: list[ResourceVersion]) -> AsyncIterator[tuple[str, Models]]:
     """Store server (role tokens, proxy, gate routes) + inference servers on the versions' endpoints."""
     from lightningrl.serving import create_app as inference_app
-    from lightningstore.gate import install_gate
-    from lightningstore.proxy import ProxyConfig, install_proxy
-    from lightningstore.server import TokenConfig, create_app
+    from lightningstore.auth import TokenConfig
+    from lightningstore.proxy import ProxyConfig
+    from lightningstore.server import build_app
 
-    app = create_app(
-        store, tokens=TokenConfig.from_mapping({**TOKENS, "agent_secret": SECRET}), sweep_interval=None
+    app = build_app(
+        store,
+        tokens=TokenConfig.from_mapping({**TOKENS, "agent_secret": SECRET}),
+        proxy=ProxyConfig(resource_name=NAME, pointer_ttl_s=0.0),
+        sweep_interval=None,
     )
-    install_proxy(app, config=ProxyConfig(resource_name=NAME, pointer_ttl_s=0.0))
-    install_gate(app)
     endpoints = {e: v for v in versions for e in v.resource.endpoints}  # type: ignore[union-attr]
     async with contextlib.AsyncExitStack() as stack_:
         urls: dict[str, str] = {}

@@ -73,13 +73,11 @@ async def local_stack(
     max_batch_size: int = 64,
     cpu_threads: int | None = 1,
 ) -> AsyncIterator[StackUrls]:
-    """Start the store server + proxy over `store` and an inference server on `checkpoint`."""
+    """Start the store server (proxy and gate included) on `store` and an inference server on `checkpoint`."""
     from lightningrl.serving import create_app as create_inference_app
-    from lightningstore.proxy import install_proxy
-    from lightningstore.server import create_app as create_store_app
+    from lightningstore.server import build_app
 
-    store_app = create_store_app(store)
-    install_proxy(store_app)
+    store_app = build_app(store)
     inference_app = create_inference_app(
         checkpoint, served_model_name=model_name, max_batch_size=max_batch_size, cpu_threads=cpu_threads
     )

@@ -1,5 +1,7 @@
 """lightningstore: the data, queue, server and gateway of LightningRL."""
 
+import importlib
+
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.errors import (
     ConflictError,
@@ -27,6 +29,10 @@ from lightningstore.store import LightningStore
 from lightningstore.unset import UNSET
 from lightningstore.worker import Worker
 
+# Imported only when asked for: StoreClient pulls in httpx; lightningstore.open takes SqlStore from
+# this package when it is called, so this package names it but never imports it at load time.
+_LAZY = {"StoreClient": "lightningstore.client", "open_store": "lightningstore.open"}
+
 
 def __getattr__(name: str):
     # SqlStore pulls in SQLAlchemy; import it only when asked for.
@@ -34,6 +40,8 @@ def __getattr__(name: str):
         from lightningstore.sql_store import SqlStore
 
         return SqlStore
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(name)
 
 
@@ -67,8 +75,10 @@ __all__ = [
     "SpanIn",
     "SpanStatus",
     "SqlStore",
+    "StoreClient",
     "StoreError",
     "StoreStatistics",
     "Worker",
     "WorkerStatus",
+    "open_store",
 ]

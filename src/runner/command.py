@@ -8,10 +8,10 @@ import logging
 import os
 import signal
 
-from runner.loader import load_agent, open_store
+from lightningstore import open_store
+from lightningstore.auth import AGENT_SECRET_ENV, Role
+from runner.loader import load_agent
 from runner.runner import Runner
-
-AGENT_SECRET_ENV = "LIGHTNINGRL_AGENT_SECRET"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    store = open_store(args.store, args.token)
+    store = open_store(args.store, args.token, role=Role.RUNNER)
     runner = Runner(
         store,
         load_agent(args.agent),

@@ -1,4 +1,4 @@
-"""Load an agent named `module:attribute` and open a store named by URL or database path."""
+"""Load an agent named `module:attribute`."""
 
 from __future__ import annotations
 
@@ -6,10 +6,7 @@ import importlib
 import os
 import sys
 
-from lightningstore import LightningStore
 from runner.agent import LitAgent, as_agent
-
-RUNNER_TOKEN_ENV = "LIGHTNINGRL_RUNNER_TOKEN"
 
 
 def load_agent(spec: str) -> LitAgent:
@@ -31,14 +28,3 @@ def load_agent(spec: str) -> LitAgent:
     if isinstance(target, type) and issubclass(target, LitAgent):
         return target()
     return as_agent(target)  # type: ignore[arg-type]
-
-
-def open_store(target: str, token: str | None = None) -> LightningStore:
-    """A StoreClient for an http(s) URL (token from `token` or $LIGHTNINGRL_RUNNER_TOKEN), else a SqlStore."""
-    if target.startswith(("http://", "https://")):
-        from lightningstore.client import StoreClient
-
-        return StoreClient(target, token=token or os.environ.get(RUNNER_TOKEN_ENV) or None)
-    from lightningstore.sql_store import SqlStore
-
-    return SqlStore(target)

@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lightningstore import LLM, LightningStore, PromptTemplate, ResourceVersion, Rollout
-from lightningstore.server.agent_key import agent_key
+from lightningstore.auth import agent_key
 
 DEFAULT_API_KEY = "lightningrl"
 

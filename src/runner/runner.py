@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from lightningstore import LightningStore, WorkerStatus
-from lightningstore.server.agent_key import agent_key
+from lightningstore.auth import agent_key
 from runner.agent import LitAgent, as_agent
 from runner.attempt import AttemptExecution, AttemptOutcome, AttemptSettings, CancelReason
 from runner.progress import ProgressDisplay, RunnerSummary

@@ -15,9 +15,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from lightningstore import SqlStore
-from lightningstore.gate import install_gate
-from lightningstore.proxy import ProxyConfig, install_proxy
-from lightningstore.server import TokenConfig, create_app
+from lightningstore.auth import TokenConfig
+from lightningstore.proxy import ProxyConfig
+from lightningstore.server import build_app
 
 SECRET = "gate-agent-secret"
 TOKENS = {"admin": "adm", "algorithm": "alg", "runner": "run", "approver": "apr"}
@@ -77,9 +77,9 @@ def stub_upstream() -> FastAPI:
 
 
 def store_app(store: SqlStore) -> FastAPI:
-    app = create_app(
-        store, tokens=TokenConfig.from_mapping({**TOKENS, "agent_secret": SECRET}), sweep_interval=None
+    return build_app(
+        store,
+        tokens=TokenConfig.from_mapping({**TOKENS, "agent_secret": SECRET}),
+        proxy=ProxyConfig(pointer_ttl_s=0.0),
+        sweep_interval=None,
     )
-    install_proxy(app, config=ProxyConfig(pointer_ttl_s=0.0))
-    install_gate(app)
-    return app

@@ -23,8 +23,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from lightningrl.serving import create_app as create_inference_app
 from lightningrl.tinylm import build_tiny_model
 from lightningstore import LLM, AttemptedRollout, SqlStore
-from lightningstore.proxy import Gateway, ProxyConfig, install_proxy
-from lightningstore.server import TokenConfig, agent_key, create_app
+from lightningstore.auth import TokenConfig, agent_key
+from lightningstore.proxy import Gateway, ProxyConfig
+from lightningstore.server import build_app
 
 TINY = {"hidden_size": 64, "num_layers": 2, "num_heads": 4}
 SERVED = "tiny"
@@ -200,9 +201,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     stub = serve(stub_upstream(), "stub-upstream")
     store = SqlStore(Path(root) / "store.db")
     tokens = TokenConfig.from_mapping({**TOKENS, "agent_secret": SECRET})
-    app = create_app(store, tokens=tokens, sweep_interval=None)
     config = ProxyConfig(backoff_base_s=0.01, backoff_max_s=0.05, pause_wait_s=10.0)
-    gateway = install_proxy(app, config=config)
+    app = build_app(store, tokens=tokens, proxy=config, sweep_interval=None)
+    gateway: Gateway = app.state.proxy
     endpoints = [f"{b.url}/v1" for b in backends]
     resources = asyncio.run(
         store.add_resources({"llm": LLM(endpoints=endpoints, model=SERVED, sampling={"max_tokens": 12})})

@@ -10,7 +10,7 @@ from conftest import SERVED, Env
 from langchain_openai import ChatOpenAI
 
 from lightningstore import semconv
-from lightningstore.server import agent_key
+from lightningstore.auth import agent_key
 
 QUESTION = [
     {"role": "system", "content": "Answer briefly."},

@@ -137,14 +137,14 @@ def test_backoff_is_exponential_jittered_and_bounded() -> None:
     assert upstream.backoff(0, floor=30.0) == 1.0
 
 
-async def test_install_proxy_owns_one_client_for_the_apps_lifetime(tmp_path) -> None:
+async def test_the_mounted_proxy_owns_one_client_for_the_apps_lifetime(tmp_path) -> None:
     from lightningstore import SqlStore
-    from lightningstore.proxy import install_proxy
-    from lightningstore.server import create_app
+    from lightningstore.proxy import Gateway
+    from lightningstore.server import build_app
 
-    app = create_app(SqlStore(tmp_path / "store.db"), sweep_interval=None)
-    gateway = install_proxy(app)
-    assert app.state.proxy is gateway
+    app = build_app(SqlStore(tmp_path / "store.db"), sweep_interval=None)
+    gateway = app.state.proxy
+    assert isinstance(gateway, Gateway)
     assert "/proxy/admin/drain" in app.openapi()["paths"]
     for _ in range(2):  # a restarted app gets a fresh client
         async with app.router.lifespan_context(app):

@@ -10,7 +10,7 @@ import pytest
 from conftest import SECRET, SERVED, TOKENS, Env
 
 from lightningstore import LLM, semconv
-from lightningstore.server import agent_key
+from lightningstore.auth import agent_key
 
 HI = [{"role": "user", "content": "hi"}]
 

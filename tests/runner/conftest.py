@@ -78,12 +78,10 @@ class StoreServer:
 @pytest.fixture
 def store_server(tmp_path: Path) -> Iterator[StoreServer]:
     """A live store server with the proxy, sharing `sql_store`'s database file."""
-    from lightningstore.proxy import install_proxy
-    from lightningstore.server import create_app
+    from lightningstore.server import build_app
 
     db = tmp_path / "store.db"
-    app = create_app(SqlStore(db), sweep_interval=None, close_store=True)
-    install_proxy(app)
+    app = build_app(SqlStore(db), sweep_interval=None, close_store=True)
     url, server, thread = _serve_in_thread(app, "runner-test-store")
     yield StoreServer(url=url, db=db)
     server.should_exit = True  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 
 from lightningrl.credit.calls import is_llm_span
 from lightningstore import LLM, AttemptStatus, RolloutConfig, SqlStore, semconv
-from lightningstore.server.agent_key import verify_agent_key
+from lightningstore.auth import verify_agent_key
 from runner import AgentResources, ResolvedLLM, Runner
 from runner.controllers import LocalController, attempt_environment
 from runner.controllers.kubernetes import JobSpec, KubernetesController, dns1123_name, render_job

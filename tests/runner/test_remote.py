@@ -9,8 +9,9 @@ import pytest
 from conftest import _serve_in_thread
 
 from lightningstore import AttemptStatus, SqlStore
+from lightningstore.auth import TokenConfig
 from lightningstore.client import StoreClient
-from lightningstore.server import TokenConfig, create_app
+from lightningstore.server import build_app
 from runner import AgentResources, Runner, emit_reward, rollout, trace
 from runner.sink import OtlpSink
 
@@ -37,7 +38,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
         if request.param == "dev"
         else TokenConfig.from_mapping({"runner": "rt", "admin": "at", "agent_secret": "s3cret"})
     )
-    app = create_app(SqlStore(tmp_path / "remote.db"), tokens=tokens, sweep_interval=None, close_store=True)
+    app = build_app(SqlStore(tmp_path / "remote.db"), tokens=tokens, sweep_interval=None, close_store=True)
     url, uvicorn_server, thread = _serve_in_thread(app, "runner-remote-store")
     yield url, tokens
     uvicorn_server.should_exit = True  # type: ignore[attr-defined]

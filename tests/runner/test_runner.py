@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from lightningstore import LLM, AttemptStatus, PromptTemplate, RolloutConfig, RolloutStatus, SqlStore
+from lightningstore.auth import verify_agent_key
 from lightningstore.semconv import (
     AGENT_NAME,
     ATTEMPT_ID,
@@ -15,7 +16,6 @@ from lightningstore.semconv import (
     REWARD_VALUE,
     ROLLOUT_ID,
 )
-from lightningstore.server.agent_key import verify_agent_key
 from runner import AgentResources, LitAgent, Runner, agent_name, emit_reward, rollout, trace
 
 FAST = {"workers": 2, "heartbeat_interval": 0.2, "poll_interval": 0.02, "show_progress": False}

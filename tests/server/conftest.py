@@ -8,8 +8,9 @@ import pytest
 from backends import LiveServer
 
 from lightningstore import SqlStore
+from lightningstore.auth import TokenConfig
 from lightningstore.client import StoreClient
-from lightningstore.server import TokenConfig, create_app
+from lightningstore.server import build_app
 
 TOKENS = {
     "admin": "adm-token",
@@ -36,7 +37,7 @@ async def sql_store(tmp_path: Path) -> AsyncIterator[SqlStore]:
 @pytest.fixture
 def secured_transport(sql_store: SqlStore) -> httpx.ASGITransport:
     """An in-process transport to an app with TOKENS configured."""
-    app = create_app(
+    app = build_app(
         sql_store, tokens=TokenConfig.from_mapping(TOKENS), sweep_interval=None, max_body_bytes=4096
     )
     return httpx.ASGITransport(app=app)
@@ -55,7 +56,7 @@ def make_client(secured_transport: httpx.ASGITransport) -> Iterator[Callable[...
 @pytest.fixture
 def raw_http(sql_store: SqlStore) -> httpx.AsyncClient:
     """A plain httpx client on a dev-mode app (no tokens) with a 4 KiB body limit."""
-    app = create_app(sql_store, sweep_interval=None, max_body_bytes=4096)
+    app = build_app(sql_store, sweep_interval=None, max_body_bytes=4096)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://store.test")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lightningstore import LLM, PermissionDeniedError, PromptTemplate, RewardIn, SpanIn
-from lightningstore.server import Role, TokenConfig, agent_key, verify_agent_key
+from lightningstore.auth import Role, TokenConfig, agent_key, verify_agent_key
 from lightningstore.server.run import is_loopback, serve
 
 

@@ -127,7 +127,7 @@ async def test_unbound_and_malformed_exports_are_refused(sql_store, raw_http) ->
 
 @pytest.mark.parametrize("token_kind", ["agent", "algorithm"])
 async def test_otlp_honours_agent_keys(make_client, secured_transport, tokens, token_kind: str) -> None:
-    from lightningstore.server import agent_key
+    from lightningstore.auth import agent_key
 
     claim = await make_client("run-token").start_rollout(1)
     token = (

@@ -16,8 +16,9 @@ import pytest
 from fastapi import FastAPI
 
 from lightningstore import SqlStore, StoreError
+from lightningstore.auth import TokenConfig, agent_key
 from lightningstore.client import StoreClient
-from lightningstore.server import TokenConfig, agent_key, create_app
+from lightningstore.server import build_app
 from lightningstore.server import run as server_run
 from lightningstore.server.rate_limit import RateLimiter
 
@@ -48,7 +49,7 @@ def make_app(sql_store: SqlStore, clock: FakeClock, tokens: dict[str, object]) -
 
     def make(rate: float, burst: int | None = None, *, secured: bool = False) -> FastAPI:
         token_config = TokenConfig.from_mapping(tokens) if secured else None
-        app = create_app(
+        app = build_app(
             sql_store, tokens=token_config, sweep_interval=None, rate_limit=rate, rate_burst=burst
         )
         app.state.rate_limiter.clock = clock
@@ -136,7 +137,7 @@ async def test_tokens_refill_after_waiting(make_app, clock) -> None:
 
 
 async def test_real_clock_refills(sql_store) -> None:
-    app = create_app(sql_store, sweep_interval=None, rate_limit=5.0, rate_burst=1)
+    app = build_app(sql_store, sweep_interval=None, rate_limit=5.0, rate_burst=1)
     client = http(app)
     started = time.monotonic()
     assert (await client.post(QUERY, json={})).status_code == 200
@@ -211,9 +212,9 @@ def test_bad_configuration_is_refused(sql_store) -> None:
     with pytest.raises(ValueError, match="rate burst must be an integer of at least 1, got 0"):
         RateLimiter(1.0, 0)
     with pytest.raises(ValueError, match="needs a rate_limit"):
-        create_app(sql_store, rate_burst=5)
+        build_app(sql_store, rate_burst=5)
     assert RateLimiter(2.5).burst == 3  # one second's worth by default
-    assert create_app(sql_store).state.rate_limiter is None  # off unless asked for
+    assert build_app(sql_store).state.rate_limiter is None  # off unless asked for
 
 
 def test_serve_options(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
 
 from lightningstore import LightningStore
-from lightningstore.server import create_app
+from lightningstore.server import build_app
 
 
 @schemathesis.serializer("application/x-protobuf")
@@ -23,7 +23,7 @@ def _protobuf_bytes(_ctx: schemathesis.SerializationContext, value: object) -> b
 
 # The spec does not depend on the store, so it is built in-process; requests go to the live server.
 schema = schemathesis.openapi.from_dict(
-    create_app(cast(LightningStore, object()), sweep_interval=None).openapi()
+    build_app(cast(LightningStore, object()), proxy=False, gate=False, sweep_interval=None).openapi()
 )
 
 

@@ -98,17 +98,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    if args.store.startswith(("http://", "https://")):
-        from lightningstore.client import StoreClient
+    from lightningstore import open_store
 
-        return StoreClient(args.store, token=args.token, max_retries=3)
     if "://" not in args.store and not Path(args.store).exists():
         raise SystemExit(
             f"error: no store at {args.store!r} (give --store PATH, a database URL or a server URL)"
         )
-    from lightningstore import SqlStore
-
-    return SqlStore(args.store)
+    # The token is --token or $LIGHTNINGRL_TOKEN (the option's default), never a role's variable.
+    return open_store(args.store, args.token, role=None, max_retries=3)
 
 
 def _by(args: argparse.Namespace) -> str:

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _checkpoint_of(args: argparse.Namespace) -> str:
     if args.checkpoint:
         return args.checkpoint
-    from lightningrl.store_access import open_store
+    from lightningstore import open_store
 
     async def lookup() -> str:
         store = open_store(args.store)

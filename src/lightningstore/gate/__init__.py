@@ -1,6 +1,6 @@
 """The release gate's records: update receipts, check reports, evidence, evaluators, protected cases, policy.
 
-Mount the HTTP routes with `install_gate(app)`; open the records of a store with `gate_records(store)`.
+The store server (`build_app`) mounts the HTTP routes; open the records of a store with `gate_records(store)`.
 """
 
 from lightningstore.gate.check import CheckName, CheckResult, CheckStatus
@@ -27,10 +27,6 @@ def __getattr__(name: str):
         from lightningstore.gate.open import gate_records
 
         return gate_records
-    if name == "install_gate":
-        from lightningstore.gate.routes import install_gate
-
-        return install_gate
     if name == "SqlGateRecords":
         from lightningstore.gate.sql_records import SqlGateRecords
 
@@ -66,7 +62,6 @@ __all__ = [
     "Verdict",
     "digest",
     "gate_records",
-    "install_gate",
     "stale_parts",
     "verdict_of",
 ]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from lightningstore.auth.tokens import Caller, Permission, Role
 from lightningstore.errors import PermissionDeniedError
-from lightningstore.server.tokens import Caller, Permission, Role
 
 FILE_RECEIPT = frozenset({Role.ADMIN, Role.ALGORITHM, Role.APPROVER})
 """A receipt only pins ids and hashes the checks recompute, so the learner may file one."""

@@ -1,11 +1,13 @@
-"""Gate routes under /v1/gate, and `install_gate(app)` to mount them on the store server."""
+"""Gate routes under /v1/gate, and `install_gate(app)` that `build_app` mounts them with."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-import lightningstore.server.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
+import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
+from lightningstore.auth.bearer import current_caller
+from lightningstore.auth.tokens import Caller
 from lightningstore.errors import NotFoundError
 from lightningstore.gate.authority import (
     DEFINE_JUDGEMENT,
@@ -23,8 +25,6 @@ from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
 from lightningstore.gate.records import GateRecords
 from lightningstore.gate.verdict import GateReport
-from lightningstore.server.auth import current_caller
-from lightningstore.server.tokens import Caller
 
 router = APIRouter(prefix="/v1/gate", tags=["gate"])
 Actor = Field(default=None, max_length=200)
@@ -188,7 +188,7 @@ async def get_policy(request: Request, resource_name: str) -> GatePolicy | None:
 
 
 def install_gate(app: FastAPI, records: GateRecords | None = None) -> GateRecords:
-    """Add the `/v1/gate` routes to `app` (made by `create_app`; its `state.store` backs the records)."""
+    """Add the `/v1/gate` routes to `app` (from `build_app`; its `state.store` backs the records)."""
     gate = records if records is not None else gate_records(app.state.store)
     app.state.gate = gate
     app.include_router(router)

@@ -1,11 +1,10 @@
 """The model gateway: agents call the LLM through `/proxy/...`; every call becomes one LLM span.
 
-Mount it with `install_proxy(app)` on the store server's app. FastAPI and httpx are imported here.
+`lightningstore.server.build_app` mounts it on the store server's app. FastAPI and httpx are imported here.
 """
 
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.gateway import Gateway
-from lightningstore.proxy.install import install_proxy
 from lightningstore.proxy.routing import endpoint_order
 
-__all__ = ["Gateway", "ProxyConfig", "endpoint_order", "install_proxy"]
+__all__ = ["Gateway", "ProxyConfig", "endpoint_order"]

@@ -12,6 +12,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
+from lightningstore.auth.tokens import Caller, Role
 from lightningstore.errors import StoreError
 from lightningstore.proxy.binding import Bindings, BoundLLM, check_attempt
 from lightningstore.proxy.config import ProxyConfig
@@ -25,7 +26,6 @@ from lightningstore.proxy.routing import endpoint_order
 from lightningstore.proxy.shape import shape_for_agent
 from lightningstore.proxy.stream import Finish, RecordedStream, one_chunk, relay
 from lightningstore.proxy.upstream import Upstream
-from lightningstore.server.tokens import Caller, Role
 from lightningstore.store import LightningStore
 
 AGENT_NAME_HEADER = "x-lightningrl-agent-name"

@@ -1,4 +1,4 @@
-"""install_proxy: mount the model gateway on the store server's FastAPI app."""
+"""install_proxy: mount the model gateway on the store server's FastAPI app (called by `build_app`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from lightningstore.proxy.upstream import new_client
 
 
 def install_proxy(app: FastAPI, *, config: ProxyConfig | None = None) -> Gateway:
-    """Add the `/proxy` routes to `app` (made by `create_app`: its `state.store` and tokens are used).
+    """Add the `/proxy` routes to `app` (being built by `build_app`: its `state.store` and tokens are used).
 
     One keep-alive upstream client serves every call; it is replaced at startup and closed at shutdown.
     """

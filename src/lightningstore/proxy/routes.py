@@ -7,12 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-import lightningstore.server.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
+import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
+from lightningstore.auth.bearer import CallerDep, current_caller
+from lightningstore.auth.tokens import Caller, Role
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.proxy.gateway import Gateway, authorize
 from lightningstore.proxy.request import Kind
-from lightningstore.server.auth import CallerDep, current_caller
-from lightningstore.server.tokens import Caller, Role
 from lightningstore.status import RolloutMode
 
 CALL = "/rollout/{rollout_id:id}/attempt/{attempt_id:id}/mode/{mode}/v1"

@@ -1,14 +1,14 @@
-"""The store's HTTP server: FastAPI app, scoped tokens, OTLP ingest. FastAPI is imported only on demand."""
+"""The store's HTTP server: one FastAPI app with the store API, OTLP ingest, proxy and gate.
+
+FastAPI is imported only on demand. Tokens and agent keys live in `lightningstore.auth`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lightningstore.server.agent_key import agent_key, verify_agent_key
-from lightningstore.server.tokens import Caller, Permission, Role, TokenConfig
-
 _LAZY = {
-    "create_app": "lightningstore.server.app",
+    "build_app": "lightningstore.server.app",
     "serve": "lightningstore.server.run",
     "add_serve_arguments": "lightningstore.server.run",
     "serve_from_args": "lightningstore.server.run",
@@ -25,15 +25,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Caller",
-    "Permission",
-    "Role",
-    "TokenConfig",
     "add_serve_arguments",
-    "agent_key",
-    "create_app",
+    "build_app",
     "load_tokens",
     "serve",
     "serve_from_args",
-    "verify_agent_key",
 ]

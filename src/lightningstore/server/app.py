@@ -1,4 +1,9 @@
-"""`create_app(store, ...)`: the FastAPI application serving a LightningStore over JSON REST and OTLP."""
+"""`build_app(store, ...)`: the one FastAPI application of the store server.
+
+It serves the store over JSON REST and OTLP, and mounts the model gateway (`/proxy`) and the release
+gate (`/v1/gate`) unless asked not to. `lightningrl store serve`, the local stack and the tests all
+assemble the server here, so they serve the same routes.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,23 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
+from lightningstore.auth.raw_path import RawPathMiddleware
+from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.auth import declare_bearer_security
 from lightningstore.server.body_limit import BodyLimitMiddleware
 from lightningstore.server.error_handlers import install_error_handlers
 from lightningstore.server.rate_limit import RateLimiter, RateLimitMiddleware
-from lightningstore.server.raw_path import RawPathMiddleware
 from lightningstore.server.routes import attempts, otlp, resources, rollouts, system, telemetry
 from lightningstore.server.schemas import ErrorBody
-from lightningstore.server.tokens import TokenConfig
 from lightningstore.server.watchdog import run_watchdog
 from lightningstore.store import LightningStore
+
+if TYPE_CHECKING:
+    from lightningstore.proxy.config import ProxyConfig
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
@@ -26,18 +35,23 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 }
 
 
-def create_app(
+def build_app(
     store: LightningStore,
     *,
     tokens: TokenConfig | None = None,
+    proxy: bool | ProxyConfig = True,
+    gate: bool = True,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     sweep_interval: float | None = 1.0,
     close_store: bool = False,
     rate_limit: float | None = None,
     rate_burst: int | None = None,
 ) -> FastAPI:
-    """The store's HTTP API. No tokens (or an empty TokenConfig) = dev mode: every caller is admin.
+    """The store server's HTTP API. No tokens (or an empty TokenConfig) = dev mode: every caller is admin.
 
+    `proxy` mounts the model gateway (True: default ProxyConfig; a ProxyConfig: that one; False: none),
+    its Gateway at `app.state.proxy`; `gate` mounts the release gate's records (the store must be a
+    SqlStore or a StoreClient), its GateRecords at `app.state.gate`;
     `sweep_interval` seconds between watchdog sweeps (None: no background watchdog);
     `close_store` closes the store when the app shuts down;
     `rate_limit` requests/second per caller (None: unlimited) with bursts of `rate_burst` requests
@@ -84,4 +98,13 @@ def create_app(
     if limiter is not None:
         # Outermost: refuse before the body is read or anything is routed.
         app.add_middleware(RateLimitMiddleware, limiter=limiter)
+    if proxy:
+        from lightningstore.proxy.install import install_proxy
+
+        # The LLM gateway lives in the store server (DESIGN.md, data flow step 3).
+        install_proxy(app, config=None if proxy is True else proxy)
+    if gate:
+        from lightningstore.gate.routes import install_gate
+
+        install_gate(app)  # the release gate's records (DESIGN.md, Gate)
     return app

@@ -1,42 +1,21 @@
-"""Per-request authorisation: the bearer token becomes a Caller (401 when missing or unknown).
+"""The store routes' request context (store and caller) and the bearer scheme in the OpenAPI document.
 
-Routes call `context(request)` directly instead of FastAPI dependencies: dependency resolution costs
-more per request than the whole check. The OpenAPI document declares the bearer scheme globally.
+The caller itself is resolved by `lightningstore.auth.bearer`, shared with the proxy and gate routes.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, FastAPI, Request
-from starlette.exceptions import HTTPException
+from fastapi import FastAPI, Request
 
-from lightningstore.server.tokens import Caller, TokenConfig
+from lightningstore.auth.bearer import current_caller
+from lightningstore.auth.tokens import Caller
 from lightningstore.store import LightningStore
 
 SECURITY_SCHEME = {
     "bearer": {"type": "http", "scheme": "bearer", "description": "A role token or an agent key."}
 }
-
-
-def current_caller(request: Request) -> Caller:
-    """Resolve the request's `Authorization: Bearer` token against the app's TokenConfig."""
-    tokens: TokenConfig = request.app.state.tokens
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    token = token.strip() if scheme.lower() == "bearer" else ""
-    caller = tokens.resolve(token or None)
-    if caller is None:
-        raise HTTPException(401, "unknown or invalid bearer token" if token else "missing bearer token")
-    return caller
-
-
-async def caller_dependency(request: Request) -> Caller:
-    """`current_caller` as a FastAPI dependency (for routers outside the store API, e.g. the proxy)."""
-    return current_caller(request)
-
-
-CallerDep = Annotated[Caller, Depends(caller_dependency)]
 
 
 def context(request: Request) -> tuple[LightningStore, Caller]:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lightningstore.server.agent_key import verify_agent_key
+from lightningstore.auth.agent_key import verify_agent_key
+from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.error_handlers import error_response
-from lightningstore.server.tokens import TokenConfig
 
 UNLIMITED_PATHS = frozenset({"/healthz"})
 DEFAULT_MAX_KEYS = 100_000

@@ -9,8 +9,8 @@ import math
 import os
 import sys
 
-from lightningstore.server.app import DEFAULT_MAX_BODY_BYTES, create_app
-from lightningstore.server.tokens import TokenConfig
+from lightningstore.auth.tokens import TokenConfig
+from lightningstore.server.app import DEFAULT_MAX_BODY_BYTES, build_app
 
 
 def is_loopback(host: str) -> bool:
@@ -44,7 +44,7 @@ def serve(
 ) -> None:
     """Serve a SqlStore on `db` until interrupted; refuses a non-loopback host without tokens.
 
-    `rate_limit` requests/second per caller (None: unlimited), bursts of `rate_burst` (see create_app).
+    `rate_limit` requests/second per caller (None: unlimited), bursts of `rate_burst` (see build_app).
     """
     import uvicorn
 
@@ -56,7 +56,7 @@ def serve(
             f"refusing to serve on non-loopback host {host!r} without tokens: set LIGHTNINGRL_ADMIN_TOKEN "
             "(and the other role tokens) or pass --tokens-file"
         )
-    app = create_app(
+    app = build_app(
         SqlStore(db),
         tokens=tokens,
         max_body_bytes=max_body_bytes,
@@ -65,12 +65,6 @@ def serve(
         rate_limit=rate_limit,
         rate_burst=rate_burst,
     )
-    from lightningstore.proxy import install_proxy
-
-    install_proxy(app)  # the LLM gateway lives in the store server (DESIGN.md, data flow step 3)
-    from lightningstore.gate import install_gate
-
-    install_gate(app)  # the release gate's records (DESIGN.md, Gate)
     config = uvicorn.Config(
         app,
         host=host,

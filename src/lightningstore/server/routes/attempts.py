@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.auth.agent_key import agent_key
+from lightningstore.auth.tokens import Permission
 from lightningstore.errors import ConflictError, NotFoundError
-from lightningstore.server.agent_key import agent_key
 from lightningstore.server.auth import context
 from lightningstore.server.schemas import AgentKey, UpdateAttemptBody, WorkerRef
-from lightningstore.server.tokens import Permission
 
 router = APIRouter(prefix="/v1/rollouts/{rollout_id:id}/attempts", tags=["attempts"])
 

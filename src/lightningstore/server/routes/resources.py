@@ -6,11 +6,11 @@ from typing import Literal
 
 from fastapi import APIRouter, Request
 
+from lightningstore.auth.tokens import Permission
 from lightningstore.errors import NotFoundError
 from lightningstore.resource import Pointer, PointerMove, ResourceSet, ResourceVersion
 from lightningstore.server.auth import context
 from lightningstore.server.schemas import AddResourcesBody, AddVersionBody, MovePointerBody, ResourceSetBody
-from lightningstore.server.tokens import Permission
 
 router = APIRouter(prefix="/v1", tags=["resources"])
 

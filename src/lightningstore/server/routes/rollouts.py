@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Body, Request
 
 from lightningstore.attempt import AttemptedRollout
+from lightningstore.auth.tokens import Permission
 from lightningstore.errors import NotFoundError
 from lightningstore.rollout import Rollout, RolloutRequest
 from lightningstore.server.auth import context
@@ -15,7 +16,6 @@ from lightningstore.server.schemas import (
     UpdateRolloutBody,
     WaitBody,
 )
-from lightningstore.server.tokens import Permission
 
 router = APIRouter(prefix="/v1/rollouts", tags=["rollouts"])
 MAX_WAIT_SECONDS = 30.0

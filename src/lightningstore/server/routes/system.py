@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from lightningstore.attempt import Attempt
+from lightningstore.auth.tokens import Permission
 from lightningstore.server.auth import context
 from lightningstore.server.schemas import Health, SweepBody, WorkerBody
-from lightningstore.server.tokens import Permission
 from lightningstore.statistics import StoreStatistics
 from lightningstore.worker import Worker
 

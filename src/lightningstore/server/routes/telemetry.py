@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Request
 
+from lightningstore.auth.tokens import Permission, Role
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.server.auth import context
 from lightningstore.server.schemas import MAX_INT
-from lightningstore.server.tokens import Permission, Role
 from lightningstore.span import Span, SpanIn
 
 router = APIRouter(tags=["telemetry"])

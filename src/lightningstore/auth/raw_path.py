@@ -1,4 +1,7 @@
-"""Route on the undecoded path so ids holding '/' or '%' survive; `IdConvertor` decodes them once."""
+"""Route on the undecoded path so ids holding '/' or '%' survive; `IdConvertor` decodes them once.
+
+Shared, like the bearer check, by every router on the store server (store API, proxy, gate).
+"""
 
 from __future__ import annotations
 

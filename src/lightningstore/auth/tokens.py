@@ -11,8 +11,8 @@ from pathlib import Path
 
 import orjson
 
+from lightningstore.auth.agent_key import verify_agent_key
 from lightningstore.errors import PermissionDeniedError
-from lightningstore.server.agent_key import verify_agent_key
 
 
 class Role(StrEnum):
