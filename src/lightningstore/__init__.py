@@ -1,6 +1,7 @@
 """lightningstore: the data, queue, server and gateway of LightningRL."""
 
 from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.batch_read import rewards_of_rollouts, spans_of_rollouts
 from lightningstore.errors import (
     ConflictError,
     IllegalTransitionError,
@@ -23,7 +24,7 @@ from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
 from lightningstore.span import Span, SpanEvent, SpanIn, SpanStatus
 from lightningstore.statistics import StoreStatistics
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
-from lightningstore.store import LightningStore
+from lightningstore.store import MAX_READ_IDS, LightningStore
 from lightningstore.unset import UNSET
 from lightningstore.worker import Worker
 
@@ -39,6 +40,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "LLM",
+    "MAX_READ_IDS",
     "UNSET",
     "Attempt",
     "AttemptStatus",
@@ -71,4 +73,6 @@ __all__ = [
     "StoreStatistics",
     "Worker",
     "WorkerStatus",
+    "rewards_of_rollouts",
+    "spans_of_rollouts",
 ]
