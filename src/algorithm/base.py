@@ -83,7 +83,8 @@ class Algorithm(ABC):
     async def wait_for(
         self, enqueued: Sequence[tuple[Rollout, Task]], *, timeout: float
     ) -> list[RolloutOutcome]:
-        """Wait until every rollout is terminal (TimeoutError naming how many are not), then read their rewards in one batch."""
+        """Wait until every rollout is terminal (TimeoutError naming how many are not), then read their
+        rewards in one batch."""
         ids = [r.rollout_id for r, _ in enqueued]
         done = await self.store.wait_for_rollouts(ids, timeout=timeout)
         if len(done) < len(ids):

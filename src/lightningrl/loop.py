@@ -179,7 +179,7 @@ class LightningRL(Algorithm):
     async def collect(
         self, outcomes: Sequence[RolloutOutcome]
     ) -> tuple[list[TrainingSequence], CreditReport]:
-        """Spans (latest attempt, read in one batch) + rewards of each succeeded rollout -> training sequences."""
+        """Spans (latest attempt, one batch read) + rewards of succeeded rollouts -> training sequences."""
         sequences: list[TrainingSequence] = []
         report = CreditReport()
         # A crashed attempt's spans are partial: counted in train/failed, not trained on.
