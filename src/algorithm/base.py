@@ -19,6 +19,7 @@ from lightningstore import (
     RolloutMode,
     RolloutRequest,
     RolloutStatus,
+    rewards_of_rollouts,
 )
 
 
@@ -82,7 +83,8 @@ class Algorithm(ABC):
     async def wait_for(
         self, enqueued: Sequence[tuple[Rollout, Task]], *, timeout: float
     ) -> list[RolloutOutcome]:
-        """Wait until every rollout is terminal (TimeoutError naming how many are not), then read rewards."""
+        """Wait until every rollout is terminal (TimeoutError naming how many are not), then read their
+        rewards in one batch."""
         ids = [r.rollout_id for r, _ in enqueued]
         done = await self.store.wait_for_rollouts(ids, timeout=timeout)
         if len(done) < len(ids):
@@ -91,18 +93,16 @@ class Algorithm(ABC):
                 "(is a runner attached to the store?)"
             )
         by_id = {r.rollout_id: r for r in done}
-        outcomes = []
-        for rollout, task in enqueued:
-            rewards = await self.store.query_rewards(rollout.rollout_id)
-            outcomes.append(
-                RolloutOutcome(
-                    rollout=by_id[rollout.rollout_id],
-                    task=task,
-                    reward=primary_reward(rewards),
-                    rewards=rewards,
-                )
+        rewards = await rewards_of_rollouts(self.store, ids)
+        return [
+            RolloutOutcome(
+                rollout=by_id[rollout.rollout_id],
+                task=task,
+                reward=primary_reward(rewards[rollout.rollout_id]),
+                rewards=rewards[rollout.rollout_id],
             )
-        return outcomes
+            for rollout, task in enqueued
+        ]
 
     async def publish(
         self,

@@ -25,7 +25,14 @@ from lightningrl.metrics import MetricsLog, plot_reward_curve
 from lightningrl.release.stop import stop_reason
 from lightningrl.reload import reload_endpoints
 from lightningrl.trainer.protocol import Trainer
-from lightningstore import LLM, LightningStore, ResourceVersion, RolloutStatus
+from lightningstore import (
+    LLM,
+    LightningStore,
+    ResourceVersion,
+    RolloutStatus,
+    rewards_of_rollouts,
+    spans_of_rollouts,
+)
 
 TRAINED_MARK = "lightningrl.trained_step"
 
@@ -172,16 +179,15 @@ class LightningRL(Algorithm):
     async def collect(
         self, outcomes: Sequence[RolloutOutcome]
     ) -> tuple[list[TrainingSequence], CreditReport]:
-        """Spans + rewards of each finished rollout's latest attempt -> training sequences."""
+        """Spans (latest attempt, one batch read) + rewards of succeeded rollouts -> training sequences."""
         sequences: list[TrainingSequence] = []
         report = CreditReport()
-        for outcome in outcomes:
-            if outcome.rollout.status != RolloutStatus.SUCCEEDED:
-                continue  # a crashed attempt's spans are partial: counted in train/failed, not trained on
-            rollout_id = outcome.rollout.rollout_id
-            spans = await self.store.query_spans(rollout_id, "latest")
+        # A crashed attempt's spans are partial: counted in train/failed, not trained on.
+        succeeded = [o for o in outcomes if o.rollout.status == RolloutStatus.SUCCEEDED]
+        spans = await spans_of_rollouts(self.store, [o.rollout.rollout_id for o in succeeded], "latest")
+        for outcome in succeeded:
             result = assign_credit(
-                spans,
+                spans[outcome.rollout.rollout_id],
                 outcome.rewards,
                 agent_names=self.config.agent_names,
                 gamma=self.config.gamma,
@@ -279,17 +285,16 @@ class LightningRL(Algorithm):
                 continue
             steps += 1
             self.global_step += 1
+            rewards = await rewards_of_rollouts(self.store, [r.rollout_id for r in fresh])
             outcomes = [
                 RolloutOutcome(
                     rollout=r,
                     task=Task(task_id=r.group_id or r.rollout_id, input=r.input),
-                    reward=None,
-                    rewards=await self.store.query_rewards(r.rollout_id),
+                    reward=primary_reward(rewards[r.rollout_id]),
+                    rewards=rewards[r.rollout_id],
                 )
                 for r in fresh
             ]
-            for o in outcomes:
-                o.reward = primary_reward(o.rewards)
             row: dict[str, Any] = {"step": self.global_step, "continuous": 1}
             row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
             sequences, report = await self.collect(outcomes)

@@ -3,6 +3,7 @@
 import importlib
 
 from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.batch_read import rewards_of_rollouts, spans_of_rollouts
 from lightningstore.errors import (
     ConflictError,
     IllegalTransitionError,
@@ -25,7 +26,7 @@ from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
 from lightningstore.span import Span, SpanEvent, SpanIn, SpanStatus
 from lightningstore.statistics import StoreStatistics
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
-from lightningstore.store import LightningStore
+from lightningstore.store import MAX_READ_IDS, LightningStore
 from lightningstore.unset import UNSET
 from lightningstore.worker import Worker
 
@@ -47,6 +48,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "LLM",
+    "MAX_READ_IDS",
     "UNSET",
     "Attempt",
     "AttemptStatus",
@@ -81,4 +83,6 @@ __all__ = [
     "Worker",
     "WorkerStatus",
     "open_store",
+    "rewards_of_rollouts",
+    "spans_of_rollouts",
 ]

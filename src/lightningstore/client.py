@@ -15,6 +15,7 @@ import orjson
 from pydantic import BaseModel, TypeAdapter
 
 from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.batch_read import checked_attempt, checked_attributes, distinct_ids
 from lightningstore.errors import (
     ERRORS_BY_CODE,
     ConflictError,
@@ -54,6 +55,8 @@ _spans = TypeAdapter(list[Span])
 _span_ins = TypeAdapter(list[SpanIn])
 _requests = TypeAdapter(list[RolloutRequest])
 _rewards = TypeAdapter(list[Reward])
+_spans_by_rollout = TypeAdapter(dict[str, list[Span]])
+_rewards_by_rollout = TypeAdapter(dict[str, list[Reward]])
 _versions = TypeAdapter(list[ResourceVersion])
 _maybe_version = TypeAdapter(ResourceVersion | None)
 _maybe_set = TypeAdapter(ResourceSet | None)
@@ -457,6 +460,28 @@ class StoreClient(LightningStore):
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
         path = f"/v1/rollouts/{_seg(rollout_id)}/rewards"
         return _rewards.validate_json(await self._call("GET", path, params={"name": name}))
+
+    async def query_spans_many(
+        self,
+        rollout_ids: Sequence[str],
+        attempt: Literal["latest"] | None = "latest",
+        *,
+        attributes: Sequence[str] | None = None,
+    ) -> dict[str, list[Span]]:
+        # Checked here too, so that a bad call fails the same way without a round trip.
+        ids = distinct_ids(rollout_ids)
+        checked_attempt(attempt)
+        keys = checked_attributes(attributes)
+        body = {
+            "rollout_ids": ids,
+            "attempt": attempt,
+            "attributes": list(keys) if keys is not None else None,
+        }
+        return _spans_by_rollout.validate_json(await self._call("POST", "/v1/spans/query", body))
+
+    async def query_rewards_many(self, rollout_ids: Sequence[str]) -> dict[str, list[Reward]]:
+        body = {"rollout_ids": distinct_ids(rollout_ids)}
+        return _rewards_by_rollout.validate_json(await self._call("POST", "/v1/rewards/query", body))
 
     # ---- resources ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from lightningstore import sql_statements as q
 from lightningstore import tables as t
 from lightningstore.attempt import Attempt
+from lightningstore.batch_read import checked_attempt, checked_attributes, distinct_ids
 from lightningstore.errors import InvalidInputError
 from lightningstore.reward import Reward
 from lightningstore.rollout import Rollout
@@ -147,3 +148,78 @@ class SqlQueries(SqlLifecycle):
             return [reward_from_row(r._mapping) for r in conn.execute(query.order_by(t.rewards.c.seq))]
 
         return await self._read(_tx)
+
+    async def query_spans_many(
+        self,
+        rollout_ids: Sequence[str],
+        attempt: Literal["latest"] | None = "latest",
+        *,
+        attributes: Sequence[str] | None = None,
+    ) -> dict[str, list[Span]]:
+        ids = distinct_ids(rollout_ids)
+        checked_attempt(attempt)
+        keys = checked_attributes(attributes)
+        query = _spans_many_query(attempt == "latest", keys)
+
+        def _tx(conn: sa.Connection) -> dict[str, list[Span]]:
+            out: dict[str, list[Span]] = {rollout_id: [] for rollout_id in ids}
+            for chunk in _statement_chunks(ids):
+                for row in conn.execute(query, {"ids": chunk}):
+                    span = _span_from_projection(row._mapping, keys)
+                    out[span.rollout_id].append(span)
+            return out
+
+        return await self._read(_tx)
+
+    async def query_rewards_many(self, rollout_ids: Sequence[str]) -> dict[str, list[Reward]]:
+        ids = distinct_ids(rollout_ids)
+        W = t.rewards
+        query = sa.select(W).where(W.c.rollout_id.in_(sa.bindparam("ids", expanding=True))).order_by(W.c.seq)
+
+        def _tx(conn: sa.Connection) -> dict[str, list[Reward]]:
+            out: dict[str, list[Reward]] = {rollout_id: [] for rollout_id in ids}
+            for chunk in _statement_chunks(ids):
+                for row in conn.execute(query, {"ids": chunk}):
+                    reward = reward_from_row(row._mapping)
+                    out[reward.rollout_id].append(reward)
+            return out
+
+        return await self._read(_tx)
+
+
+IDS_PER_STATEMENT = 500
+"""Ids bound in one IN list: SQLite builds before 3.32 allow 999 variables per statement."""
+
+
+def _statement_chunks(ids: list[str]) -> list[list[str]]:
+    return [ids[i : i + IDS_PER_STATEMENT] for i in range(0, len(ids), IDS_PER_STATEMENT)]
+
+
+def _spans_many_query(latest: bool, keys: tuple[str, ...] | None) -> sa.Select[Any]:
+    """Spans of the `ids` rollouts (each one's latest attempt only when `latest`) in sequence order;
+    with `keys`, the attributes column is left out and each key is read as its own column."""
+    S, A = t.spans, t.attempts
+    columns: list[Any] = list(S.c)
+    if keys is not None:
+        columns = [c for c in S.c if c.key != "attributes"]
+        columns += [S.c.attributes[key].label(f"attribute_{i}") for i, key in enumerate(keys)]
+    query = sa.select(*columns).where(S.c.rollout_id.in_(sa.bindparam("ids", expanding=True)))
+    if latest:
+        newest = (
+            sa.select(A.c.attempt_id)
+            .where(A.c.rollout_id == S.c.rollout_id)
+            .order_by(A.c.sequence_id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        query = query.where(S.c.attempt_id == newest)
+    return query.order_by(S.c.sequence_id)
+
+
+def _span_from_projection(row: Any, keys: tuple[str, ...] | None) -> Span:
+    if keys is None:
+        return span_from_row(row)
+    fields = {name: value for name, value in row.items() if not name.startswith("attribute_")}
+    values = (row[f"attribute_{i}"] for i in range(len(keys)))
+    fields["attributes"] = {key: value for key, value in zip(keys, values, strict=True) if value is not None}
+    return span_from_row(fields)

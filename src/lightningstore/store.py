@@ -3,7 +3,7 @@
 Conventions for every method:
 - Times are float seconds since the epoch, taken from the store's clock.
 - An id that names nothing raises `NotFoundError` (never returns a half result), except the
-  `get_*` lookups documented to return None.
+  `get_*` lookups documented to return None and the span and reward queries, which answer [].
 - A status change the state machine (lightningstore.status) forbids raises
   `IllegalTransitionError` and changes nothing.
 - Invalid arguments raise `InvalidInputError` naming the field; nothing stored changes.
@@ -27,6 +27,11 @@ from lightningstore.unset import UNSET, Unset
 from lightningstore.worker import Worker
 
 RolloutSortKey = Literal["enqueue_time", "start_time", "end_time", "rollout_id", "status"]
+
+MAX_READ_IDS = 1000
+"""The most rollout ids one `query_spans_many` or `query_rewards_many` call takes (duplicates count)."""
+MAX_READ_ATTRIBUTES = 32
+"""The most attribute keys one `query_spans_many` projection names."""
 
 
 class LightningStore(ABC):
@@ -243,6 +248,39 @@ class LightningStore(ABC):
     @abstractmethod
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
         """Rewards of a rollout in the order they were added."""
+
+    @abstractmethod
+    async def query_spans_many(
+        self,
+        rollout_ids: Sequence[str],
+        attempt: Literal["latest"] | None = "latest",
+        *,
+        attributes: Sequence[str] | None = None,
+    ) -> dict[str, list[Span]]:
+        """Spans of many rollouts in one read: rollout_id -> its spans in `sequence_id` order.
+
+        Every asked id is a key, in the order first asked (a repeated id is read once); an id that
+        names no rollout, or a rollout without spans, maps to [] (as `query_spans` answers for one).
+        `attempt="latest"` (the default) gives each rollout's latest attempt's spans, None every
+        attempt's, as in `query_spans`; a rollout with no attempt yet maps to [].
+        `attributes`, when given, is a projection: each span's `attributes` holds only those keys
+        (the ones it has, null values left out; () = none), so a reader of names and a few markers
+        does not load the token ids and logprobs of LLM spans. Keys must be non-empty, at most 200
+        characters, without `"`, `\\` or control characters, and at most MAX_READ_ATTRIBUTES of them.
+
+        At most MAX_READ_IDS ids per call; more, ids that are not a list of strings (a bare string is
+        refused, not read as characters), or another `attempt` raise InvalidInputError naming the
+        field and the value given. `lightningstore.spans_of_rollouts` reads any number of ids.
+        """
+
+    @abstractmethod
+    async def query_rewards_many(self, rollout_ids: Sequence[str]) -> dict[str, list[Reward]]:
+        """Rewards of many rollouts in one read: rollout_id -> its rewards in the order they were added.
+
+        Every asked id is a key, in the order first asked (a repeated id is read once); an unknown id
+        maps to [] (as `query_rewards` answers for one). The limits and errors of `query_spans_many`
+        apply to `rollout_ids`; `lightningstore.rewards_of_rollouts` reads any number of ids.
+        """
 
     # ---- resources -----------------------------------------------------------------------------
 

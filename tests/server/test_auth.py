@@ -67,6 +67,9 @@ async def test_approver_reads_the_evidence_but_cannot_write_it(make_client) -> N
 
     assert [s.span_id for s in await approver.query_spans(claimed.rollout_id)] == ["s1"]
     assert await approver.query_rewards(claimed.rollout_id) == []
+    batch = await approver.query_spans_many([claimed.rollout_id])
+    assert [s.span_id for s in batch[claimed.rollout_id]] == ["s1"]
+    assert await approver.query_rewards_many([claimed.rollout_id]) == {claimed.rollout_id: []}
     with pytest.raises(PermissionDeniedError):
         await approver.add_span(_span(claimed.rollout_id, claimed.attempt_id, "s2"))
     assert [s.span_id for s in await approver.query_spans(claimed.rollout_id)] == ["s1"]
@@ -81,7 +84,14 @@ async def test_runner_scope(make_client) -> None:
     await runner.add_span(_span(claimed.rollout_id, claimed.attempt_id))
     await runner.update_attempt(claimed.rollout_id, claimed.attempt_id, status="succeeded")
     assert (await runner.get_rollout_by_id(claimed.rollout_id)).status == "succeeded"
-    for forbidden in (runner.enqueue_rollout(2), runner.query_spans(claimed.rollout_id), runner.statistics()):
+    forbidden_calls = (
+        runner.enqueue_rollout(2),
+        runner.query_spans(claimed.rollout_id),
+        runner.query_spans_many([claimed.rollout_id]),
+        runner.query_rewards_many([claimed.rollout_id]),
+        runner.statistics(),
+    )
+    for forbidden in forbidden_calls:
         with pytest.raises(PermissionDeniedError) as exc:
             await forbidden
         assert _status(exc) == 403
@@ -105,6 +115,8 @@ async def test_agent_key_writes_only_its_attempt(make_client, tokens) -> None:
         agent.add_reward(RewardIn(rollout_id=other.rollout_id, value=0.0)),
         agent.dequeue_rollout(),
         agent.query_spans(mine.rollout_id),
+        agent.query_spans_many([mine.rollout_id]),
+        agent.query_rewards_many([mine.rollout_id]),
     )
     for call in denied:
         with pytest.raises(PermissionDeniedError) as exc:

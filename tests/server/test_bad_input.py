@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
-from lightningstore import ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError, StoreError
+from lightningstore import (
+    MAX_READ_IDS,
+    ConflictError,
+    IllegalTransitionError,
+    InvalidInputError,
+    NotFoundError,
+    StoreError,
+)
 from lightningstore.client import StoreClient, error_from_response
+from lightningstore.server import create_app
 
 
 async def test_body_limit_is_413_with_reason(raw_http) -> None:
@@ -98,3 +107,42 @@ async def test_client_gives_up_within_its_budget() -> None:
     with pytest.raises(StoreError, match="failed after 3 tries"):
         await client.query_rollouts()
     await client.close()
+
+
+async def test_batch_reads_answer_bad_bodies_with_a_reason(raw_http) -> None:
+    for path in ("/v1/spans/query", "/v1/rewards/query"):
+        too_many = await raw_http.post(path, json={"rollout_ids": [f"r{i}" for i in range(MAX_READ_IDS + 1)]})
+        assert too_many.status_code == 413  # over the 4 KiB body limit of this app: refused before parsing
+        wrong_type = await raw_http.post(path, json={"rollout_ids": "ro-1"})
+        body = wrong_type.json()
+        assert wrong_type.status_code == 422 and body["code"] == "invalid_input"
+        assert body["details"]["field"] == "rollout_ids" and "ro-1" in body["message"]
+        not_strings = await raw_http.post(path, json={"rollout_ids": ["ro-1", 7]})
+        assert not_strings.status_code == 422 and "rollout_ids.1" in not_strings.json()["message"]
+        missing = await raw_http.post(path, json={})
+        assert missing.status_code == 422 and missing.json()["details"]["field"] == "rollout_ids"
+        extra = await raw_http.post(path, json={"rollout_ids": [], "bogus": 1})
+        assert extra.status_code == 422 and "bogus" in extra.json()["message"]
+        assert (await raw_http.post(path, json={"rollout_ids": ["ro-1"]})).json() == {"ro-1": []}
+    attempt = await raw_http.post("/v1/spans/query", json={"rollout_ids": [], "attempt": "at-1"})
+    assert attempt.status_code == 422 and attempt.json()["details"]["field"] == "attempt"
+    quoted = await raw_http.post("/v1/spans/query", json={"rollout_ids": ["ro-1"], "attributes": ['a"b']})
+    assert quoted.status_code == 422 and quoted.json()["details"]["field"] == "attributes"
+    assert "quotes" in quoted.json()["message"]
+
+
+async def test_batch_read_id_limit_over_http(sql_store) -> None:
+    """Past the body limit, the id limit itself answers 422 naming the field and the count."""
+    app = create_app(sql_store, sweep_interval=None)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://store.test"
+    ) as http:
+        ids = [f"r{i}" for i in range(MAX_READ_IDS + 1)]
+        for path in ("/v1/spans/query", "/v1/rewards/query"):
+            response = await http.post(path, json={"rollout_ids": ids})
+            body = response.json()
+            assert response.status_code == 422 and body["details"]["field"] == "rollout_ids"
+            assert f"at most {MAX_READ_IDS}" in body["message"]
+            assert (
+                len((await http.post(path, json={"rollout_ids": ids[:MAX_READ_IDS]})).json()) == MAX_READ_IDS
+            )

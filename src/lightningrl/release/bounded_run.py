@@ -13,7 +13,15 @@ from lightningrl.release.errors import GateRefusal
 from lightningrl.release.selection import GATE_TAG
 from lightningrl.release.spans import span_kind
 from lightningrl.release.verifier import CanaryTask
-from lightningstore import LightningStore, Rollout, RolloutConfig, RolloutMode, RolloutRequest, RolloutStatus
+from lightningstore import (
+    LightningStore,
+    Rollout,
+    RolloutConfig,
+    RolloutMode,
+    RolloutRequest,
+    RolloutStatus,
+    spans_of_rollouts,
+)
 from lightningstore.gate import CanaryLimits
 from lightningstore.semconv import GEN_AI_INPUT_TOKENS, GEN_AI_OUTPUT_TOKENS
 from runner import LitAgent, Runner
@@ -94,17 +102,16 @@ async def bounded_run(
     counted: set[str] = set()
     while not work.done():
         await asyncio.wait({work}, timeout=POLL_SECONDS)
-        for rollout in await store.wait_for_rollouts(list(ids.values()), timeout=0):
-            if rollout.rollout_id not in counted:
-                counted.add(rollout.rollout_id)
-                spans = await store.query_spans(rollout.rollout_id)
-                result.spans[rollout.rollout_id] = spans
-                result.tool_calls += sum(1 for s in spans if span_kind(s) == "tool")
-                result.tokens += sum(
-                    int(s.attributes.get(GEN_AI_INPUT_TOKENS, 0))
-                    + int(s.attributes.get(GEN_AI_OUTPUT_TOKENS, 0))
-                    for s in spans
-                )
+        done = await store.wait_for_rollouts(list(ids.values()), timeout=0)
+        fresh = [r.rollout_id for r in done if r.rollout_id not in counted]
+        for rollout_id, spans in (await spans_of_rollouts(store, fresh, None)).items():
+            counted.add(rollout_id)
+            result.spans[rollout_id] = spans
+            result.tool_calls += sum(1 for s in spans if span_kind(s) == "tool")
+            result.tokens += sum(
+                int(s.attributes.get(GEN_AI_INPUT_TOKENS, 0)) + int(s.attributes.get(GEN_AI_OUTPUT_TOKENS, 0))
+                for s in spans
+            )
         result.stopped_by = _limit_hit(result, limits, time.monotonic() - started)
         if result.stopped_by is not None and not work.done():
             runner.stop(force=True)
@@ -112,8 +119,9 @@ async def bounded_run(
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(work, timeout=STOP_WAIT_SECONDS)
     result.seconds = time.monotonic() - started
+    ended = {r.rollout_id: r for r in await store.query_rollouts(rollout_ids=list(ids.values()))}
     for task_id, rollout_id in ids.items():
-        rollout = await store.get_rollout_by_id(rollout_id)
+        rollout = ended.get(rollout_id)
         if rollout is not None and not rollout.status.terminal:
             with contextlib.suppress(Exception):
                 rollout = await store.cancel_rollout(rollout_id)

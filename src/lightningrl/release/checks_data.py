@@ -8,8 +8,8 @@ from typing import Any
 
 from lightningrl.release.inputs import CheckInputs
 from lightningrl.release.selection import holdout_snapshot, train_snapshot
-from lightningrl.release.spans import kinds_of
-from lightningstore import LightningStore, Rollout
+from lightningrl.release.spans import KIND_ATTRIBUTES, kinds_of
+from lightningstore import LightningStore, Rollout, spans_of_rollouts
 from lightningstore.gate import CheckName, CheckResult, CheckStatus
 
 PASS, FAIL, UNAVAILABLE = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.UNAVAILABLE
@@ -111,11 +111,16 @@ async def check_retry_debt(store: LightningStore, inputs: CheckInputs) -> CheckR
 async def coverage_gaps(
     store: LightningStore, rollouts: Sequence[Rollout], declared: set[str]
 ) -> tuple[list[str], Counter[str]]:
-    """Rollouts whose latest attempt lacks a declared span kind, and how often each kind is missing."""
+    """Rollouts whose latest attempt lacks a declared span kind, and how often each kind is missing.
+
+    Reads names and the attributes a kind depends on only (not token ids), in batches."""
     missing_by_kind: Counter[str] = Counter()
     incomplete: list[str] = []
+    spans = await spans_of_rollouts(
+        store, [r.rollout_id for r in rollouts], "latest", attributes=KIND_ATTRIBUTES
+    )
     for rollout in rollouts:
-        missing = declared - kinds_of(await store.query_spans(rollout.rollout_id, "latest"))
+        missing = declared - kinds_of(spans[rollout.rollout_id])
         if missing:
             incomplete.append(rollout.rollout_id)
             missing_by_kind.update(missing)

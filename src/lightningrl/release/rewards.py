@@ -7,13 +7,12 @@ from collections.abc import Sequence
 
 from algorithm.base import last_reward
 from lightningrl.release.selection import task_id_of
-from lightningstore import LightningStore, Rollout, RolloutStatus
+from lightningstore import LightningStore, Reward, Rollout, RolloutStatus, rewards_of_rollouts
 
 
-async def score_of(store: LightningStore, rollout: Rollout, reward_name: str) -> float | None:
+def score_of(rollout: Rollout, rewards: Sequence[Reward], reward_name: str) -> float | None:
     """The last reward named `reward_name` (the primary one for "reward"); 0 for a failed rollout without
     one; None when a finished rollout has none (missing evidence)."""
-    rewards = await store.query_rewards(rollout.rollout_id)
     score = last_reward(rewards, lambda r: r.primary if reward_name == "reward" else r.name == reward_name)
     if score is not None:
         return score
@@ -23,11 +22,12 @@ async def score_of(store: LightningStore, rollout: Rollout, reward_name: str) ->
 async def task_means(
     store: LightningStore, rollouts: Sequence[Rollout], reward_name: str
 ) -> tuple[dict[str, float], int]:
-    """Mean score per task id, and how many rollouts had no score."""
+    """Mean score per task id, and how many rollouts had no score (their rewards read in batches)."""
+    rewards = await rewards_of_rollouts(store, [r.rollout_id for r in rollouts])
     scores: dict[str, list[float]] = defaultdict(list)
     missing = 0
     for rollout in rollouts:
-        score = await score_of(store, rollout, reward_name)
+        score = score_of(rollout, rewards[rollout.rollout_id], reward_name)
         if score is None:
             missing += 1
         else:

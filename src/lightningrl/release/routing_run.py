@@ -9,7 +9,7 @@ from typing import Any
 
 from lightningrl.release.bounded_run import bounded_run, succeeded
 from lightningrl.release.verifier import CanaryTask
-from lightningstore import LightningStore
+from lightningstore import LightningStore, spans_of_rollouts
 from lightningstore.gate import CanaryLimits
 from lightningstore.semconv import LLM_RESOURCE_VERSION
 from runner import LitAgent
@@ -57,8 +57,10 @@ async def production_run(
         agent_key_secret=agent_key_secret,
     )
     served: Counter[str] = Counter()
-    for rollout in run.rollouts.values():
-        for span in await store.query_spans(rollout.rollout_id):
+    ids = [r.rollout_id for r in run.rollouts.values()]
+    spans = await spans_of_rollouts(store, ids, None, attributes=[LLM_RESOURCE_VERSION])
+    for rollout_spans in spans.values():
+        for span in rollout_spans:
             if LLM_RESOURCE_VERSION in span.attributes:
                 served[str(span.attributes[LLM_RESOURCE_VERSION])] += 1
     finished = sum(1 for r in run.rollouts.values() if succeeded(r))

@@ -14,6 +14,8 @@ from lightningstore.semconv import (
 )
 
 ROOT_SPAN_NAME = "lightningrl.rollout"
+KIND_ATTRIBUTES = (GEN_AI_OPERATION,)
+"""The attributes `span_kind` reads besides the name: a projection of spans (query_spans_many) for kinds."""
 
 
 def span_kind(span: Span) -> str:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lightningstore.resource import Pointer, Resource
 from lightningstore.rollout import RolloutConfig
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+from lightningstore.store import MAX_READ_ATTRIBUTES, MAX_READ_IDS
 
 MAX_INT = 2**62
 IdStr = Annotated[str, Field(min_length=1, max_length=200)]
@@ -130,3 +131,15 @@ class OtlpAccepted(BaseModel):
     """OTLP JSON answer (ExportTraceServiceResponse); protobuf requests get the protobuf form."""
 
     partialSuccess: dict[str, Any] = Field(default_factory=dict)  # noqa: N815 - OTLP field name
+
+
+class SpansManyBody(Body):
+    """`query_spans_many`: its limits are checked again by the store (InvalidInputError)."""
+
+    rollout_ids: list[str] = Field(max_length=MAX_READ_IDS)
+    attempt: Literal["latest"] | None = "latest"
+    attributes: list[str] | None = Field(default=None, max_length=MAX_READ_ATTRIBUTES)
+
+
+class RewardsManyBody(Body):
+    rollout_ids: list[str] = Field(max_length=MAX_READ_IDS)

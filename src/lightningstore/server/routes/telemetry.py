@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Query, Request
 from lightningstore.auth.tokens import Permission, Role
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.server.auth import context
-from lightningstore.server.schemas import MAX_INT
+from lightningstore.server.schemas import MAX_INT, RewardsManyBody, SpansManyBody
 from lightningstore.span import Span, SpanIn
 
 router = APIRouter(tags=["telemetry"])
@@ -58,3 +58,19 @@ async def query_rewards(request: Request, rollout_id: str, name: str | None = No
     store, caller = context(request)
     caller.require(Permission.READ)
     return await store.query_rewards(rollout_id, name=name)
+
+
+@router.post("/v1/spans/query")
+async def query_spans_many(request: Request, body: SpansManyBody) -> dict[str, list[Span]]:
+    """Spans of many rollouts in one read: rollout_id -> spans in `sequence_id` order (`[]` if none)."""
+    store, caller = context(request)
+    caller.require(Permission.READ)
+    return await store.query_spans_many(body.rollout_ids, body.attempt, attributes=body.attributes)
+
+
+@router.post("/v1/rewards/query")
+async def query_rewards_many(request: Request, body: RewardsManyBody) -> dict[str, list[Reward]]:
+    """Rewards of many rollouts in one read: rollout_id -> rewards in the order added (`[]` if none)."""
+    store, caller = context(request)
+    caller.require(Permission.READ)
+    return await store.query_rewards_many(body.rollout_ids)
