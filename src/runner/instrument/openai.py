@@ -24,7 +24,7 @@ from lightningstore.semconv import is_proxy_url
 from runner.context import AttemptContext, current_agent_name, current_attempt
 from runner.trace import record_error
 
-SYSTEM = "openai"
+SYSTEM = "openai"  # the gen_ai.system of calls made with the openai client
 
 
 @dataclass
