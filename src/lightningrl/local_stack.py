@@ -16,7 +16,7 @@ from typing import Any
 
 import uvicorn
 
-from lightningstore import LightningStore
+from lightningstore import LightningStore, semconv
 
 
 def free_port() -> int:
@@ -57,7 +57,7 @@ class StackUrls:
 
     @property
     def proxy(self) -> str:
-        return f"{self.store}/proxy"
+        return self.store + semconv.PROXY_PREFIX
 
     @property
     def model_v1(self) -> str:

@@ -1,10 +1,13 @@
-"""Span names and attribute keys shared by the proxy, the tracer and credit assignment.
+"""Span names, attribute keys and wire names shared by the proxy, the tracer and credit assignment.
 
 GenAI keys follow the OpenTelemetry GenAI semantic conventions; `lightningrl.*` keys carry what
-training needs and the conventions do not define (exact token ids, logprobs).
+training needs and the conventions do not define (exact token ids, logprobs). The HTTP headers and
+the proxy's URL layout are here too: agents, runners and the proxy must agree on them byte for byte.
 """
 
 from __future__ import annotations
+
+from urllib.parse import quote
 
 # Binding a span to its attempt (on the OTel resource or on the span).
 ROLLOUT_ID = "lightningrl.rollout_id"
@@ -13,6 +16,7 @@ AGENT_NAME = "lightningrl.agent_name"
 
 # LLM call spans.
 LLM_SPAN_NAME = "chat"
+TEXT_COMPLETION_SPAN_NAME = "text_completion"
 GEN_AI_OPERATION = "gen_ai.operation.name"  # "chat" | "text_completion"
 GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
@@ -34,7 +38,7 @@ LLM_CHOICES = "lightningrl.llm.choices"  # JSON string: every choice's text/toke
 LLM_UPSTREAM = "lightningrl.llm.upstream"  # endpoint that served the call
 LLM_RETRIES = "lightningrl.llm.retries"
 LLM_LATENCY_MS = "lightningrl.llm.latency_ms"
-LLM_TRAINABLE = "lightningrl.llm.trainable"  # False for observe-only providers
+LLM_TRAINABLE = "lightningrl.llm.trainable"  # bool; the rule is `lightningstore.llm_call.is_trainable`
 LLM_RESOURCE_VERSION = "lightningrl.llm.resource_version"
 
 # Reward spans (emit_reward also writes a Reward row).
@@ -47,3 +51,25 @@ REWARD_STEP = "lightningrl.reward.step"
 # Tool / step spans made by @trace.
 TOOL_SPAN_PREFIX = "tool."
 STEP_SPAN_PREFIX = "step."
+
+# HTTP headers an agent's model call carries to the proxy.
+AGENT_NAME_HEADER = "x-lightningrl-agent-name"
+TRACEPARENT_HEADER = "traceparent"  # W3C trace context: the proxy's span joins the agent's trace
+
+# The proxy's URL layout: `{PROXY_PREFIX}{PROXY_CALL_PATH}` is one attempt's OpenAI base URL.
+PROXY_PREFIX = "/proxy"
+PROXY_CALL_PATH = "/rollout/{rollout_id}/attempt/{attempt_id}/mode/{mode}/v1"
+PROXY_CALL_MARK = PROXY_PREFIX + PROXY_CALL_PATH.split("{", 1)[0]  # "/proxy/rollout/"
+
+
+def proxy_base_url(proxy_url: str, rollout_id: str, attempt_id: str, mode: str) -> str:
+    """The OpenAI base URL of the LLM proxy (`proxy_url` ends in `/proxy`) for one attempt and mode."""
+    path = PROXY_CALL_PATH.format(
+        rollout_id=quote(rollout_id, safe=""), attempt_id=quote(attempt_id, safe=""), mode=mode
+    )
+    return proxy_url.rstrip("/") + path
+
+
+def is_proxy_url(base_url: str) -> bool:
+    """Whether a base URL points at the LightningRL proxy (whose calls are recorded there)."""
+    return PROXY_CALL_MARK in base_url

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from lightningstore import LLM, LightningStore, PromptTemplate, ResourceVersion, Rollout
 from lightningstore.auth import agent_key
+from lightningstore.semconv import proxy_base_url
 
 DEFAULT_API_KEY = "lightningrl"
 
@@ -53,12 +53,6 @@ class AgentResources:
                 "use resources.llms[name]"
             )
         return next(iter(self.llms.values()))
-
-
-def proxy_base_url(proxy_url: str, rollout_id: str, attempt_id: str, mode: str) -> str:
-    """The OpenAI base URL of the LLM proxy for one attempt and mode."""
-    root = proxy_url.rstrip("/")
-    return f"{root}/rollout/{quote(rollout_id, safe='')}/attempt/{quote(attempt_id, safe='')}/mode/{mode}/v1"
 
 
 def attempt_api_key(secret: str | None, rollout_id: str, attempt_id: str) -> str:

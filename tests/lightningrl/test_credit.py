@@ -9,6 +9,8 @@ import torch
 
 from lightningrl.credit import CreditReport, assign_credit, collate
 from lightningstore import semconv
+from lightningstore.llm_call import llm_call_attributes, span_name
+from lightningstore.llm_record import CallRecord
 from lightningstore.reward import Reward
 from lightningstore.span import Span
 
@@ -24,8 +26,11 @@ def llm_span(
     agent: str | None = None,
     attempt: str = "a1",
     sequence_id: int | None = None,
+    trainable: bool | None = None,
 ) -> Span:
     attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION: "chat"}
+    if trainable is not None:
+        attributes[semconv.LLM_TRAINABLE] = trainable
     if prompt is not None:
         attributes[semconv.LLM_PROMPT_TOKEN_IDS] = prompt
     if response is not None:
@@ -210,6 +215,84 @@ def test_unusable_calls_are_counted_and_a_later_call_can_still_merge_over_them()
     assert (report.llm_calls, report.calls_used) == (4, 2)
     assert report.calls_logprob_mismatch == 1 and report.calls_without_tokens == 1
     assert report.rewards_on_dropped_calls == 1
+
+
+def test_the_spans_trainable_flag_decides_which_calls_become_training_tokens() -> None:
+    spans = [
+        llm_span("c0", [1], [10], trainable=True),
+        llm_span(
+            "c1", [1, 10], [11], trainable=False
+        ),  # tokens and logprobs fine, but e.g. a cut-short stream
+        llm_span("c2", [1, 10, 11], [12], trainable=True),
+    ]
+
+    result = assign_credit(spans, [reward(1.0), reward(0.5, step=1)])
+
+    [seq] = result.sequences
+    assert seq.response_ids == [10, 11, 12] and seq.response_mask == [1, 0, 1]
+    assert seq.span_ids == ["c0", "c2"]
+    report = result.report
+    assert (report.llm_calls, report.calls_used, report.calls_not_trainable) == (3, 2, 1)
+    assert report.calls_without_tokens == report.calls_logprob_mismatch == 0
+    assert report.rewards_on_dropped_calls == 1
+
+
+def test_spans_without_the_flag_fall_back_to_their_tokens_and_a_flag_needs_tokens() -> None:
+    no_logprobs = llm_span("c1", [1, 10], [11])
+    del no_logprobs.attributes[semconv.LLM_RESPONSE_LOGPROBS]
+    spans = [
+        llm_span("c0", [1], [10]),  # no flag (an older or foreign span), tokens complete: trained on
+        no_logprobs,  # no flag, no logprobs: not trained on
+        llm_span("c2", [2], None, trainable=True),  # says trainable without response ids: cannot be
+        llm_span("c3", [3], [30], trainable=True),
+    ]
+
+    result = assign_credit(spans, [reward(1.0)])
+
+    assert [seq.span_ids for seq in result.sequences] == [["c0"], ["c3"]]
+    report = result.report
+    assert (report.calls_used, report.calls_logprob_mismatch, report.calls_without_tokens) == (2, 1, 1)
+    assert report.calls_not_trainable == 0
+
+
+def test_the_recorded_rule_is_what_credit_follows() -> None:
+    body = {
+        "prompt_token_ids": [1, 2],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"content": "ok"},
+                "token_ids": [7, 8],
+                "logprobs": {"content": [{"logprob": -0.1}, {"logprob": -0.2}]},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    spans = []
+    for span_id, error, system in (
+        ("ok", None, "openai"),
+        ("cut", "stream cut", "openai"),
+        ("other", None, "anthropic"),
+    ):
+        record = CallRecord("chat", error=error)
+        record.absorb(body)
+        attributes = llm_call_attributes("chat", {"messages": []}, record, system)
+        spans.append(
+            Span(
+                rollout_id="r1",
+                attempt_id="a1",
+                trace_id="t1",
+                span_id=span_id,
+                name=span_name("chat"),
+                attributes=attributes,
+                sequence_id=next(_seq),
+            )
+        )
+
+    result = assign_credit(spans, [reward(1.0)])
+
+    assert [seq.span_ids for seq in result.sequences] == [["ok"]]
+    assert result.report.calls_not_trainable == 2
 
 
 def test_reward_selection_is_counted() -> None:

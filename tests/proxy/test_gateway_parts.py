@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from lightningstore import LLM
+from lightningstore.llm_record import CallRecord
 from lightningstore.proxy import ProxyConfig, endpoint_order
-from lightningstore.proxy.record import CallRecord
 from lightningstore.proxy.request import prepare
 from lightningstore.proxy.shape import shape_for_agent
 from lightningstore.proxy.upstream import Upstream

@@ -137,11 +137,16 @@ def _usable(call: LlmCall, agent_names: Collection[str] | None, report: CreditRe
     if agent_names is not None and call.agent_name not in agent_names:
         report.calls_filtered_agent += 1
         return False
+    # `trainable` decides; the token checks name why a call is not, and guard against a span that
+    # claims to be trainable without the tokens to build a sequence from.
     if not call.has_tokens:
         report.calls_without_tokens += 1
         return False
     if not call.logprobs_aligned:
         report.calls_logprob_mismatch += 1
+        return False
+    if not call.trainable:
+        report.calls_not_trainable += 1
         return False
     return True
 

@@ -22,6 +22,9 @@ class LlmCall:
     prompt_ids: tuple[int, ...] | None
     response_ids: tuple[int, ...] | None
     logprobs: tuple[float, ...] | None
+    trainable: bool
+    """The span's `lightningrl.llm.trainable` (decided once, when it was recorded: see
+    `lightningstore.llm_call.is_trainable`); see `_trainable` for spans recorded without it."""
 
     @property
     def has_tokens(self) -> bool:
@@ -58,14 +61,41 @@ def llm_calls(spans: Iterable[Span]) -> list[LlmCall]:
 def _read_call(index: int, span: Span) -> LlmCall:
     attributes = span.attributes
     agent = attributes.get(semconv.AGENT_NAME, span.resource.get(semconv.AGENT_NAME))
+    prompt_ids = _ints(attributes.get(semconv.LLM_PROMPT_TOKEN_IDS))
+    response_ids = _ints(attributes.get(semconv.LLM_RESPONSE_TOKEN_IDS))
+    logprobs = _floats(attributes.get(semconv.LLM_RESPONSE_LOGPROBS))
     return LlmCall(
         index=index,
         span_id=span.span_id,
         attempt_id=span.attempt_id,
         agent_name=None if agent is None else str(agent),
-        prompt_ids=_ints(attributes.get(semconv.LLM_PROMPT_TOKEN_IDS)),
-        response_ids=_ints(attributes.get(semconv.LLM_RESPONSE_TOKEN_IDS)),
-        logprobs=_floats(attributes.get(semconv.LLM_RESPONSE_LOGPROBS)),
+        prompt_ids=prompt_ids,
+        response_ids=response_ids,
+        logprobs=logprobs,
+        trainable=_trainable(attributes.get(semconv.LLM_TRAINABLE), prompt_ids, response_ids, logprobs),
+    )
+
+
+def _trainable(
+    recorded: Any,
+    prompt_ids: tuple[int, ...] | None,
+    response_ids: tuple[int, ...] | None,
+    logprobs: tuple[float, ...] | None,
+) -> bool:
+    """The recorded `trainable` flag; for a span without one, whether its tokens are there to train on.
+
+    Spans recorded before the flag was written everywhere (older `instrument_openai` failures) and
+    spans from other OpenTelemetry instrumentations lack it: they are trainable when prompt and
+    response ids are non-empty and there is one logprob per response token, the rule credit
+    assignment applied before the flag existed. A flag that is not a bool counts as missing.
+    """
+    if isinstance(recorded, bool):
+        return recorded
+    return (
+        bool(prompt_ids)
+        and bool(response_ids)
+        and logprobs is not None
+        and len(logprobs) == len(response_ids or ())
     )
 
 

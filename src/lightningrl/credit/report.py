@@ -17,6 +17,8 @@ class CreditReport:
     calls_filtered_agent: int = 0
     calls_logprob_mismatch: int = 0
     """Logprobs missing or not one per response token: the importance ratio would be wrong."""
+    calls_not_trainable: int = 0
+    """Tokens recorded, but the span says `trainable=False` (failed or cut-short call, observed-only backend)."""
     calls_merged: int = 0
     """Calls appended to the previous call's sequence (continuous token history)."""
     sequence_breaks: int = 0
@@ -29,7 +31,7 @@ class CreditReport:
     rewards_unmatched: int = 0
     """Target span or step is not an LLM call of this rollout."""
     rewards_on_dropped_calls: int = 0
-    """Judged a call that is not trained on (filtered, no tokens, bad logprobs): it has no effect."""
+    """Judged a call that is not trained on (filtered, no tokens, bad logprobs, not trainable): no effect."""
     rollouts_without_episode_reward: int = 0
 
     def __add__(self, other: CreditReport) -> CreditReport:

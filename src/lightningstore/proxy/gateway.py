@@ -12,15 +12,16 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
+from lightningstore import semconv
 from lightningstore.auth.tokens import Caller, Role
 from lightningstore.errors import StoreError
+from lightningstore.llm_record import CallRecord
 from lightningstore.proxy.binding import Bindings, BoundLLM, check_attempt
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.proxy.gate import TrafficGate
 from lightningstore.proxy.llm_span import CallContext, build_span
 from lightningstore.proxy.observed import as_chunk, call_litellm
-from lightningstore.proxy.record import CallRecord
 from lightningstore.proxy.request import CallRequest, Kind, parse_body, prepare
 from lightningstore.proxy.routing import endpoint_order
 from lightningstore.proxy.shape import shape_for_agent
@@ -28,7 +29,6 @@ from lightningstore.proxy.stream import Finish, RecordedStream, one_chunk, relay
 from lightningstore.proxy.upstream import Upstream
 from lightningstore.store import LightningStore
 
-AGENT_NAME_HEADER = "x-lightningrl-agent-name"
 CALLER_ROLES = frozenset({Role.ADMIN, Role.ALGORITHM, Role.RUNNER})
 
 
@@ -84,8 +84,8 @@ class Gateway:
         context = CallContext(
             rollout_id=rollout_id,
             attempt_id=attempt_id,
-            agent_name=request.headers.get(AGENT_NAME_HEADER),
-            traceparent=request.headers.get("traceparent"),
+            agent_name=request.headers.get(semconv.AGENT_NAME_HEADER),
+            traceparent=request.headers.get(semconv.TRACEPARENT_HEADER),
             start_time=time.time(),
         )
         check: asyncio.Task[None] | None = None

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
+from lightningstore.llm_record import JSON, Kind
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.resource import LLM
-
-Kind = Literal["chat", "completion"]
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
+from lightningstore import semconv
 from lightningstore.auth.bearer import CallerDep, current_caller
 from lightningstore.auth.tokens import Caller, Role
 from lightningstore.proxy.errors import ProxyError
@@ -15,10 +16,12 @@ from lightningstore.proxy.gateway import Gateway, authorize
 from lightningstore.proxy.request import Kind
 from lightningstore.status import RolloutMode
 
-CALL = "/rollout/{rollout_id:id}/attempt/{attempt_id:id}/mode/{mode}/v1"
+CALL = semconv.PROXY_CALL_PATH.format(
+    rollout_id="{rollout_id:id}", attempt_id="{attempt_id:id}", mode="{mode}"
+)
 ADMIN_ROLES = frozenset({Role.ADMIN, Role.ALGORITHM})
 
-router = APIRouter(prefix="/proxy", tags=["proxy"])
+router = APIRouter(prefix=semconv.PROXY_PREFIX, tags=["proxy"])
 
 
 async def current_gateway(request: Request) -> Gateway:

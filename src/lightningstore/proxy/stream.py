@@ -16,7 +16,7 @@ import orjson
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from lightningstore.proxy.record import CallRecord
+from lightningstore.llm_record import CallRecord
 from lightningstore.proxy.request import JSON, CallRequest
 from lightningstore.proxy.shape import shape_for_agent
 

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import httpx
 import orjson
 
+from lightningstore.llm_record import CallRecord
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
-from lightningstore.proxy.record import CallRecord
 from lightningstore.proxy.request import JSON
 
 URL_CACHE_SIZE = 1024

@@ -18,13 +18,13 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from lightningstore import semconv
+from lightningstore.llm_call import request_attributes, response_attributes, span_name
+from lightningstore.llm_record import CallRecord, Kind
+from lightningstore.semconv import is_proxy_url
 from runner.context import AttemptContext, current_agent_name, current_attempt
-from runner.instrument.llm_span import request_attributes, response_attributes
 from runner.trace import record_error
 
-PROXY_MARK = "/proxy/rollout/"
-AGENT_NAME_HEADER = "x-lightningrl-agent-name"
-SPAN_NAMES = {"chat": semconv.LLM_SPAN_NAME, "text_completion": "text_completion"}
+SYSTEM = "openai"  # the gen_ai.system of calls made with the openai client
 
 
 @dataclass
@@ -36,12 +36,7 @@ class _State:
 _state = _State(originals={})
 
 
-def is_proxy_url(base_url: str) -> bool:
-    """Whether a base URL points at the LightningRL proxy (whose calls are recorded there)."""
-    return PROXY_MARK in base_url
-
-
-def _targets() -> list[tuple[type, str, bool]]:
+def _targets() -> list[tuple[type, Kind, bool]]:
     from openai.resources.chat.completions import AsyncCompletions as AsyncChat
     from openai.resources.chat.completions import Completions as Chat
     from openai.resources.completions import AsyncCompletions, Completions
@@ -49,8 +44,8 @@ def _targets() -> list[tuple[type, str, bool]]:
     return [
         (Chat, "chat", False),
         (AsyncChat, "chat", True),
-        (Completions, "text_completion", False),
-        (AsyncCompletions, "text_completion", True),
+        (Completions, "completion", False),
+        (AsyncCompletions, "completion", True),
     ]
 
 
@@ -61,12 +56,12 @@ def instrument_openai(request_token_ids: bool = False) -> None:
     backends that accept it (vLLM, the LightningRL inference server).
     """
     _state.request_token_ids = request_token_ids
-    for cls, operation, is_async in _targets():
+    for cls, kind, is_async in _targets():
         if (cls, "create") in _state.originals:
             continue
         original = cls.create
         _state.originals[(cls, "create")] = original
-        wrapper = _async_wrapper(original, operation) if is_async else _sync_wrapper(original, operation)
+        wrapper = _async_wrapper(original, kind) if is_async else _sync_wrapper(original, kind)
         cls.create = wrapper  # type: ignore[method-assign]
 
 
@@ -98,18 +93,18 @@ def _with_proxy_headers(resource: Any, kwargs: dict[str, Any]) -> dict[str, Any]
     TraceContextTextMapPropagator().inject(headers)
     name = current_agent_name() or context.recorder.agent_name
     if name:
-        headers[AGENT_NAME_HEADER] = name
+        headers[semconv.AGENT_NAME_HEADER] = name
     return {**kwargs, "extra_headers": {**headers, **(kwargs.get("extra_headers") or {})}}
 
 
-def _with_token_request(operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _with_token_request(kind: Kind, kwargs: dict[str, Any]) -> dict[str, Any]:
     if not _state.request_token_ids:
         return kwargs
     extra_body = dict(kwargs.get("extra_body") or {})
     extra_body.setdefault("return_token_ids", True)
     updated = {**kwargs, "extra_body": extra_body}
     if kwargs.get("logprobs") in (None, False):
-        updated["logprobs"] = True if operation == "chat" else 0
+        updated["logprobs"] = True if kind == "chat" else 0
     return updated
 
 
@@ -121,24 +116,37 @@ def _body(response: Any) -> dict[str, Any] | None:
     return dump() if callable(dump) else None
 
 
-def _finish(span: Any, response: Any, started: float) -> None:
+def _finish(span: Any, kind: Kind, response: Any, started: float) -> None:
+    record = CallRecord(kind)
     body = _body(response)
     if body is not None:
-        span.set_attributes(response_attributes(body))
+        record.absorb(body)
+    span.set_attributes(response_attributes(record, SYSTEM))
     span.set_attribute(semconv.LLM_LATENCY_MS, (time.perf_counter() - started) * 1000.0)
 
 
-def _sync_wrapper(original: Callable[..., Any], operation: str) -> Callable[..., Any]:
+def _fail(span: Any, kind: Kind, error: BaseException) -> None:
+    """The error on the span, and the attributes of a call that answered nothing (`trainable` False)."""
+    record_error(span, error)
+    record = CallRecord(kind, error=f"{type(error).__name__}: {error}")
+    span.set_attributes(response_attributes(record, SYSTEM))
+
+
+def _start_attributes(kind: Kind, kwargs: dict[str, Any], base_url: str) -> dict[str, Any]:
+    return {**request_attributes(kind, kwargs, SYSTEM), semconv.LLM_UPSTREAM: base_url}
+
+
+def _sync_wrapper(original: Callable[..., Any], kind: Kind) -> Callable[..., Any]:
     @functools.wraps(original)
     def create(self: Any, *args: Any, **kwargs: Any) -> Any:
         context = _should_record(self, kwargs)
         if context is None:
             kwargs = _with_proxy_headers(self, kwargs)
             return original(self, *args, **kwargs)
-        kwargs = _with_token_request(operation, kwargs)
-        attributes = request_attributes(operation, kwargs, _base_url(self))
+        kwargs = _with_token_request(kind, kwargs)
+        attributes = _start_attributes(kind, kwargs, _base_url(self))
         with context.tracer.start_as_current_span(
-            SPAN_NAMES[operation],
+            span_name(kind),
             kind=SpanKind.CLIENT,
             attributes=attributes,
             record_exception=False,
@@ -148,25 +156,25 @@ def _sync_wrapper(original: Callable[..., Any], operation: str) -> Callable[...,
             try:
                 response = original(self, *args, **kwargs)
             except BaseException as error:
-                record_error(span, error)
+                _fail(span, kind, error)
                 raise
-            _finish(span, response, started)
+            _finish(span, kind, response, started)
             return response
 
     return create
 
 
-def _async_wrapper(original: Callable[..., Any], operation: str) -> Callable[..., Any]:
+def _async_wrapper(original: Callable[..., Any], kind: Kind) -> Callable[..., Any]:
     @functools.wraps(original)
     async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
         context = _should_record(self, kwargs)
         if context is None:
             kwargs = _with_proxy_headers(self, kwargs)
             return await original(self, *args, **kwargs)
-        kwargs = _with_token_request(operation, kwargs)
-        attributes = request_attributes(operation, kwargs, _base_url(self))
+        kwargs = _with_token_request(kind, kwargs)
+        attributes = _start_attributes(kind, kwargs, _base_url(self))
         with context.tracer.start_as_current_span(
-            SPAN_NAMES[operation],
+            span_name(kind),
             kind=SpanKind.CLIENT,
             attributes=attributes,
             record_exception=False,
@@ -176,9 +184,9 @@ def _async_wrapper(original: Callable[..., Any], operation: str) -> Callable[...
             try:
                 response = await original(self, *args, **kwargs)
             except BaseException as error:
-                record_error(span, error)
+                _fail(span, kind, error)
                 raise
-            _finish(span, response, started)
+            _finish(span, kind, response, started)
             return response
 
     return create

@@ -1,11 +1,17 @@
-"""CallRecord: what the model answered (text, exact token ids, logprobs), gathered from a body or chunks."""
+"""CallRecord: what the model answered (text, exact token ids, logprobs), gathered from a body or chunks.
+
+The one parser of OpenAI-shaped responses (chat and text completions, whole bodies or stream chunks, with
+vLLM's `return_token_ids` fields when present), shared by the proxy and the runner's instrumentation.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from lightningstore.proxy.request import JSON, Kind
+Kind = Literal["chat", "completion"]
+"""Which OpenAI endpoint a call used: chat completions or (text) completions."""
+JSON = dict[str, Any]
 
 
 @dataclass
@@ -52,8 +58,8 @@ class CallRecord:
         """Add a response body or one stream chunk (chat `message`/`delta` or completion `text`)."""
         self.response_id = self.response_id or data.get("id")
         self.response_model = self.response_model or data.get("model")
-        if self.prompt_token_ids is None and isinstance(data.get("prompt_token_ids"), list):
-            self.prompt_token_ids = data["prompt_token_ids"]
+        if self.prompt_token_ids is None:
+            self.prompt_token_ids = _ints(data.get("prompt_token_ids"))
         usage = data.get("usage")
         if isinstance(usage, dict):
             self.input_tokens = usage.get("prompt_tokens", self.input_tokens)
@@ -72,11 +78,11 @@ class CallRecord:
             choice.text += message.get("content") or ""
         else:
             choice.text += item.get("text") or ""
-        token_ids = item.get("token_ids")
-        if isinstance(token_ids, list):
+        token_ids = _ints(item.get("token_ids"))
+        if token_ids is not None:
             choice.token_ids = (choice.token_ids or []) + token_ids
-        if choice.prompt_token_ids is None and isinstance(item.get("prompt_token_ids"), list):
-            choice.prompt_token_ids = item["prompt_token_ids"]
+        if choice.prompt_token_ids is None:
+            choice.prompt_token_ids = _ints(item.get("prompt_token_ids"))
         logprobs = _logprobs(self.kind, item.get("logprobs"))
         if logprobs is not None:
             choice.logprobs = (choice.logprobs or []) + logprobs
@@ -94,22 +100,38 @@ class CallRecord:
         return first[0].prompt_token_ids if first else None
 
     def has_tokens(self) -> bool:
-        """Prompt ids, response ids and one logprob per response token are all recorded."""
+        """Non-empty prompt ids, and for every choice non-empty response ids with one logprob per token."""
         choices = self.ordered_choices()
-        if self.prompt_ids() is None or not choices:
+        if not self.prompt_ids() or not choices:
             return False
         return all(
-            c.token_ids is not None and c.logprobs is not None and len(c.logprobs) == len(c.token_ids)
-            for c in choices
+            c.token_ids and c.logprobs is not None and len(c.logprobs) == len(c.token_ids) for c in choices
         )
 
 
+def _ints(value: Any) -> list[int] | None:
+    """A list of token ids, or None when `value` is anything else (not recorded)."""
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
 def _logprobs(kind: Kind, value: Any) -> list[float] | None:
-    """The sampled tokens' logprobs from a chat (`content[].logprob`) or completions logprobs object."""
+    """The sampled tokens' logprobs from a chat (`content[].logprob`) or completions logprobs object.
+
+    None when absent or when any entry is not a number (a partial list would misalign with the tokens).
+    """
     if not isinstance(value, dict):
         return None
     if kind == "chat":
         content = value.get("content")
-        return [entry["logprob"] for entry in content] if isinstance(content, list) else None
-    values = value.get("token_logprobs")
-    return list(values) if isinstance(values, list) else None
+        if not isinstance(content, list):
+            return None
+        values = [entry.get("logprob") if isinstance(entry, dict) else None for entry in content]
+    else:
+        values = value.get("token_logprobs")
+        if not isinstance(values, list):
+            return None
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return None
+    return [float(v) for v in values]
