@@ -78,8 +78,10 @@ async def test_local_controller_runs_one_process_per_rollout(
     script.write_text(ROLLOUT_SCRIPT)
     pid_file = tmp_path / "hang.pid"
     bound = await sql_store.add_resources({"llm": LLM(endpoints=[inference_url], model="tiny")})
-    config = RolloutConfig(timeout_seconds=4.0)
-    for task in ("ok", "fail", "hang"):
+    # Only "hang" is meant to time out; the others get room for a slow interpreter start on a busy machine.
+    timeouts = {"ok": 120.0, "fail": 120.0, "hang": 8.0}
+    for task, seconds in timeouts.items():
+        config = RolloutConfig(timeout_seconds=seconds)
         await sql_store.enqueue_rollout(task, resources_id=bound.resources_id, config=config, rollout_id=task)
     controller = LocalController(
         [sys.executable, str(script)],
