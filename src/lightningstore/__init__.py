@@ -31,7 +31,7 @@ from lightningstore.worker import Worker
 def __getattr__(name: str):
     # SqlStore pulls in SQLAlchemy; import it only when asked for.
     if name == "SqlStore":
-        from lightningstore.sql_store import SqlStore
+        from lightningstore.sql import SqlStore
 
         return SqlStore
     raise AttributeError(name)

@@ -39,6 +39,6 @@ def open_store(target: str, token: str | None = None) -> LightningStore:
         from lightningstore.client import StoreClient
 
         return StoreClient(target, token=token or os.environ.get(RUNNER_TOKEN_ENV) or None)
-    from lightningstore.sql_store import SqlStore
+    from lightningstore.sql import SqlStore
 
     return SqlStore(target)
