@@ -1,7 +1,5 @@
 """lightningstore: the data, queue, server and gateway of LightningRL."""
 
-import importlib
-
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.batch_read import rewards_of_rollouts, spans_of_rollouts
 from lightningstore.errors import (
@@ -30,19 +28,21 @@ from lightningstore.store import MAX_READ_IDS, LightningStore
 from lightningstore.unset import UNSET
 from lightningstore.worker import Worker
 
-# Imported only when asked for: StoreClient pulls in httpx; lightningstore.open takes SqlStore from
-# this package when it is called, so this package names it but never imports it at load time.
-_LAZY = {"StoreClient": "lightningstore.client", "open_store": "lightningstore.open"}
 
-
-def __getattr__(name: str):
-    # SqlStore pulls in SQLAlchemy; import it only when asked for.
+def __getattr__(name: str) -> object:
+    # Imported only when asked for: SqlStore pulls in SQLAlchemy, StoreClient httpx.
     if name == "SqlStore":
-        from lightningstore.sql_store import SqlStore
+        from lightningstore.sql import SqlStore
 
         return SqlStore
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "StoreClient":
+        from lightningstore.client import StoreClient
+
+        return StoreClient
+    if name == "open_store":
+        from lightningstore.open import open_store
+
+        return open_store
     raise AttributeError(name)
 
 

@@ -38,6 +38,6 @@ def open_store(
         if max_retries is None:
             return StoreClient(target, token=token or None)
         return StoreClient(target, token=token or None, max_retries=max_retries)
-    from lightningstore import SqlStore
+    from lightningstore.sql import SqlStore
 
     return SqlStore(target)

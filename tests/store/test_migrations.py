@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -11,9 +14,14 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from backends import create_pg_database, drop_pg_database
+from setuptools import find_packages
 
-from lightningstore import SqlStore, migrate
-from lightningstore.tables import metadata
+import lightningstore.gate.tables  # noqa: F401  (the gate's tables join the metadata, as in migrations/env.py)
+from lightningstore import SqlStore
+from lightningstore.sql import migrate
+from lightningstore.sql.tables import metadata
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -76,3 +84,37 @@ async def test_opening_a_store_on_an_empty_database_upgrades_it(db_url: str) -> 
     await store.close()
     assert migrate.current_revision(db_url) is not None
     assert _diff(db_url) == []
+
+
+def test_alembic_command_from_a_checkout(tmp_path: Path) -> None:
+    alembic = shutil.which(
+        "alembic", path=os.pathsep.join([str(Path(sys.executable).parent), str(ROOT / ".venv/bin")])
+    )
+    assert alembic is not None, "the alembic command is not installed"
+    # Without PYTHONPATH: migrations/alembic.ini itself puts the checkout's src/ first.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LIGHTNINGRL_DB")}
+    db = tmp_path / "cli.db"
+    command = [alembic, "-c", "migrations/alembic.ini"]
+    subprocess.run([*command, "-x", f"url={db}", "upgrade", "head"], cwd=ROOT, env=env, check=True)
+    tables = _tables(f"sqlite:///{db}")
+    assert {"rollouts", "spans", "gate_receipts", "gate_policies"} <= tables
+    assert set(metadata.tables) <= tables
+    current = subprocess.run(
+        [*command, "current"],
+        cwd=ROOT,
+        env={**env, "LIGHTNINGRL_DB": str(db)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "0002 (head)" in current
+
+
+def test_the_wheel_lists_every_package_and_ships_the_migrations() -> None:
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"": "src", "lightningstore.migrations": "migrations"}
+    migrations = {"lightningstore.migrations", "lightningstore.migrations.versions"}
+    assert sorted(setuptools["packages"]) == sorted([*find_packages("src"), *migrations])
+    assert (ROOT / "migrations/__init__.py").is_file() and (
+        ROOT / "migrations/versions/__init__.py"
+    ).is_file()

@@ -23,7 +23,7 @@ async def test_a_failing_call_rolls_back_only_itself(tmp_path: Path) -> None:
         await store.add_reward(RewardIn(rollout_id=a.rollout_id, value=1.0, reward_id="rw-1"))
         # Hold the writer so the calls below queue up and run as one group.
         gate = threading.Event()
-        blocker = asyncio.ensure_future(store._write(lambda conn: gate.wait(10)))
+        blocker = asyncio.ensure_future(store.database.write(lambda conn: gate.wait(10)))
         await asyncio.sleep(0.05)
         calls = [
             asyncio.ensure_future(store.add_many_spans([span(a.rollout_id, a.attempt_id, "ok-a")])),

@@ -22,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lightningstore import migrate
-    from lightningstore.sql_engine import normalize_url
+    from lightningstore.sql import migrate
+    from lightningstore.sql.engine import normalize_url
 
     if args.db_command == "upgrade":
         migrate.upgrade(args.url, args.revision)

@@ -9,12 +9,12 @@ from lightningstore.store import LightningStore
 def gate_records(store: LightningStore) -> GateRecords:
     """SqlGateRecords for a SqlStore, HttpGateRecords for a StoreClient."""
     from lightningstore.client import StoreClient
-    from lightningstore.sql_store import SqlStore
+    from lightningstore.sql import SqlStore
 
     if isinstance(store, SqlStore):
         from lightningstore.gate.sql_records import SqlGateRecords
 
-        return SqlGateRecords(store.engine, ensure_schema=store.ensure_schema)
+        return SqlGateRecords(store.database)
     if isinstance(store, StoreClient):
         from lightningstore.gate.http_records import HttpGateRecords
 

@@ -1,16 +1,12 @@
-"""SqlGateRecords: GateRecords on the SqlStore's engine (same database, its own short transactions)."""
+"""SqlGateRecords: GateRecords in the SqlStore's database, through the store's own transactions."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from pydantic import TypeAdapter
-from sqlalchemy.exc import IntegrityError
 
 from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.gate import tables as g
@@ -21,35 +17,18 @@ from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt, receipt_id_of
 from lightningstore.gate.records import GateRecords
 from lightningstore.gate.verdict import GateReport
-from lightningstore.sql_engine import WRITE_OPTION
+from lightningstore.sql.database import SqlDatabase
 
-T = TypeVar("T")
 _evidence = TypeAdapter(Evidence)
 
 
 class SqlGateRecords(GateRecords):
-    """Gate records in the store's database. `SqlGateRecords(sql_store.engine)`."""
+    """Gate records in the store's database. `SqlGateRecords(sql_store.database)`."""
 
-    def __init__(self, engine: sa.Engine, *, ensure_schema: Callable[[], Any] | None = None) -> None:
-        self._engine = engine
-        self._ensure_schema = ensure_schema
-        self._ready = False
-
-    async def _run(self, fn: Callable[[sa.Connection], T], *, write: bool) -> T:
-        if not self._ready and self._ensure_schema is not None:
-            await self._ensure_schema()
-            self._ready = True
-        return await asyncio.to_thread(self._tx, fn, write)
-
-    def _tx(self, fn: Callable[[sa.Connection], T], write: bool) -> T:
-        with self._engine.connect() as conn:
-            if write:
-                conn = conn.execution_options(**{WRITE_OPTION: True})
-            try:
-                with conn.begin():
-                    return fn(conn)
-            except IntegrityError as exc:
-                raise ConflictError(f"gate write rejected by a database constraint: {exc.orig}") from exc
+    def __init__(self, database: SqlDatabase) -> None:
+        # The store's own transactions: on SQLite, gate writes queue with the store's writes on
+        # its one writer thread instead of competing with it for the database lock.
+        self._db = database
 
     @staticmethod
     def _require_receipt(conn: sa.Connection, receipt_id: str) -> None:
@@ -88,7 +67,7 @@ class SqlGateRecords(GateRecords):
             )
             return receipt
 
-        return await self._run(tx, write=True)
+        return await self._db.write(tx)
 
     async def get_receipt(self, receipt_id: str) -> UpdateReceipt | None:
         def tx(conn: sa.Connection) -> UpdateReceipt | None:
@@ -97,7 +76,7 @@ class SqlGateRecords(GateRecords):
             ).first()
             return UpdateReceipt.model_validate(row.body) if row is not None else None
 
-        return await self._run(tx, write=False)
+        return await self._db.read(tx)
 
     async def list_receipts(
         self, *, resource_name: str | None = None, candidate_version_id: str | None = None
@@ -109,8 +88,8 @@ class SqlGateRecords(GateRecords):
             query = query.where(g.gate_receipts.c.resource_name == resource_name)
         if candidate_version_id is not None:
             query = query.where(g.gate_receipts.c.candidate_version_id == candidate_version_id)
-        return await self._run(
-            lambda conn: [UpdateReceipt.model_validate(r.body) for r in conn.execute(query)], write=False
+        return await self._db.read(
+            lambda conn: [UpdateReceipt.model_validate(r.body) for r in conn.execute(query)]
         )
 
     # ---- reports and evidence ----------------------------------------------------------------------
@@ -132,7 +111,7 @@ class SqlGateRecords(GateRecords):
             )
             return report
 
-        return await self._run(tx, write=True)
+        return await self._db.write(tx)
 
     async def list_reports(self, receipt_id: str) -> list[GateReport]:
         query = (
@@ -140,8 +119,8 @@ class SqlGateRecords(GateRecords):
             .where(g.gate_reports.c.receipt_id == receipt_id)
             .order_by(g.gate_reports.c.seq)
         )
-        return await self._run(
-            lambda conn: [GateReport.model_validate(r.body) for r in conn.execute(query)], write=False
+        return await self._db.read(
+            lambda conn: [GateReport.model_validate(r.body) for r in conn.execute(query)]
         )
 
     async def add_evidence(self, body: Evidence, *, recorded_by: str) -> EvidenceRecord:
@@ -168,7 +147,7 @@ class SqlGateRecords(GateRecords):
             )
             return record
 
-        return await self._run(tx, write=True)
+        return await self._db.write(tx)
 
     async def list_evidence(self, receipt_id: str, kind: EvidenceKind | None = None) -> list[EvidenceRecord]:
         query = (
@@ -178,8 +157,8 @@ class SqlGateRecords(GateRecords):
         )
         if kind is not None:
             query = query.where(g.gate_evidence.c.kind == EvidenceKind(kind).value)
-        return await self._run(
-            lambda conn: [EvidenceRecord.model_validate(r.body) for r in conn.execute(query)], write=False
+        return await self._db.read(
+            lambda conn: [EvidenceRecord.model_validate(r.body) for r in conn.execute(query)]
         )
 
     # ---- evaluators, protected cases, policies ----------------------------------------------------
@@ -210,7 +189,7 @@ class SqlGateRecords(GateRecords):
             )
             return evaluator
 
-        return await self._run(tx, write=True)
+        return await self._db.write(tx)
 
     async def current_evaluator(self, name: str) -> Evaluator | None:
         query = (
@@ -224,12 +203,12 @@ class SqlGateRecords(GateRecords):
             row = conn.execute(query).first()
             return Evaluator.model_validate(row.body) if row is not None else None
 
-        return await self._run(tx, write=False)
+        return await self._db.read(tx)
 
     async def list_evaluators(self) -> list[Evaluator]:
         query = sa.select(g.gate_evaluators.c.body).order_by(g.gate_evaluators.c.seq)
-        return await self._run(
-            lambda conn: [Evaluator.model_validate(r.body) for r in conn.execute(query)], write=False
+        return await self._db.read(
+            lambda conn: [Evaluator.model_validate(r.body) for r in conn.execute(query)]
         )
 
     async def put_protected_case(self, case: ProtectedCase, *, recorded_by: str) -> ProtectedCase:
@@ -248,7 +227,7 @@ class SqlGateRecords(GateRecords):
                 )
             return case
 
-        return await self._run(tx, write=True)
+        return await self._db.write(tx)
 
     async def remove_protected_case(self, resource_name: str, case_id: str) -> None:
         table = g.gate_protected_cases
@@ -260,15 +239,15 @@ class SqlGateRecords(GateRecords):
             if deleted == 0:
                 raise NotFoundError("protected case", f"{resource_name}/{case_id}")
 
-        await self._run(tx, write=True)
+        await self._db.write(tx)
 
     async def list_protected_cases(self, resource_name: str) -> list[ProtectedCase]:
         table = g.gate_protected_cases
         query = (
             sa.select(table.c.body).where(table.c.resource_name == resource_name).order_by(table.c.case_id)
         )
-        return await self._run(
-            lambda conn: [ProtectedCase.model_validate(r.body) for r in conn.execute(query)], write=False
+        return await self._db.read(
+            lambda conn: [ProtectedCase.model_validate(r.body) for r in conn.execute(query)]
         )
 
     async def put_policy(self, policy: GatePolicy, *, recorded_by: str) -> GatePolicy:
@@ -285,7 +264,7 @@ class SqlGateRecords(GateRecords):
                 conn.execute(sa.insert(table).values(resource_name=policy.resource_name, **values))
             return policy
 
-        return await self._run(tx, write=True)
+        return await self._db.write(tx)
 
     async def get_policy(self, resource_name: str) -> GatePolicy | None:
         table = g.gate_policies
@@ -294,4 +273,4 @@ class SqlGateRecords(GateRecords):
             row = conn.execute(sa.select(table.c.body).where(table.c.resource_name == resource_name)).first()
             return GatePolicy.model_validate(row.body) if row is not None else None
 
-        return await self._run(tx, write=False)
+        return await self._db.read(tx)

@@ -1,10 +1,10 @@
-"""Gate tables on the store's one metadata (imported at the end of lightningstore.tables)."""
+"""Gate tables on the store's one metadata (migrations/env.py imports this module for Alembic)."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from lightningstore.tables import JsonType, Time, metadata
+from lightningstore.sql.tables import JsonType, Time, metadata
 
 
 def _seq() -> sa.Column:

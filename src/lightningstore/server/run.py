@@ -48,7 +48,7 @@ def serve(
     """
     import uvicorn
 
-    from lightningstore.sql_store import SqlStore
+    from lightningstore.sql import SqlStore
 
     tokens = tokens or TokenConfig()
     if not tokens.enabled and not is_loopback(host):

@@ -1,4 +1,4 @@
-"""Attempt progress for SqlStore: heartbeats, updates and the watchdog sweep."""
+"""SqlAttempts: attempt progress for SqlStore (heartbeats, updates and the watchdog sweep)."""
 
 from __future__ import annotations
 
@@ -6,34 +6,38 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from lightningstore import sql_statements as q
-from lightningstore import tables as t
 from lightningstore.attempt import Attempt
 from lightningstore.errors import IllegalTransitionError, InvalidInputError, NotFoundError
 from lightningstore.rollout import RolloutConfig
-from lightningstore.sql_base import parse_enum
-from lightningstore.sql_lifecycle import SqlLifecycle
+from lightningstore.sql import statements as q
+from lightningstore.sql import tables as t
+from lightningstore.sql.database import SqlDatabase, parse_enum
+from lightningstore.sql.lifecycle import SqlLifecycle
 from lightningstore.status import AttemptStatus, WorkerStatus
 from lightningstore.unset import UNSET, Unset
 
 
-class SqlAttempts(SqlLifecycle):
-    _last_sweep = 0.0
+class SqlAttempts:
     sweep_interval = 1.0
+
+    def __init__(self, db: SqlDatabase, life: SqlLifecycle) -> None:
+        self._db = db
+        self._life = life
+        self._last_sweep = 0.0
 
     async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
         def _tx(conn: sa.Connection) -> Attempt:
-            attempt = self._get_attempt(conn, rollout_id, attempt_id)
+            attempt = self._life.get_attempt(conn, rollout_id, attempt_id)
             if attempt.status.terminal:
                 raise IllegalTransitionError(
                     "attempt", attempt_id, attempt.status.value, AttemptStatus.RUNNING.value
                 )
-            attempt = self._mark_alive(conn, attempt)
+            attempt = self._life.mark_alive(conn, attempt)
             if worker_id is not None:
-                self._touch_worker(conn, worker_id, WorkerStatus.BUSY, rollout_id, attempt_id)
+                self._life.touch_worker(conn, worker_id, WorkerStatus.BUSY, rollout_id, attempt_id)
             return attempt
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     async def update_attempt(
         self,
@@ -59,33 +63,34 @@ class SqlAttempts(SqlLifecycle):
         def _tx(conn: sa.Connection) -> Attempt:
             target_id = attempt_id
             if target_id == "latest":
-                latest = self._latest_attempt(conn, rollout_id)
+                latest = self._life.latest_attempt(conn, rollout_id)
                 if latest is None:
                     raise NotFoundError("attempt", f"latest of rollout {rollout_id}")
                 target_id = latest.attempt_id
-            attempt = self._get_attempt(conn, rollout_id, target_id)
+            attempt = self._life.get_attempt(conn, rollout_id, target_id)
             if values:  # rare: built per call
                 conn.execute(
                     sa.update(t.attempts).where(t.attempts.c.attempt_id == target_id).values(**values)
                 )
                 attempt = attempt.model_copy(update=values)
             if new_status is not UNSET and new_status != attempt.status:
-                attempt = self._finish_attempt(conn, attempt, new_status, attempt.failure_reason)
+                attempt = self._life.finish_attempt(conn, attempt, new_status, attempt.failure_reason)
             return attempt
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     # ---- the watchdog --------------------------------------------------------------------------
 
-    async def _maybe_sweep(self) -> None:
-        now = self.now()
+    async def maybe_sweep(self) -> None:
+        """Sweep when the last sweep is `sweep_interval` seconds old."""
+        now = self._db.now()
         if now - self._last_sweep >= self.sweep_interval:
             self._last_sweep = now
             await self.sweep_stale_attempts(now)
 
     async def sweep_stale_attempts(self, now: float | None = None) -> list[Attempt]:
-        at = self.now() if now is None else now
-        return await self._write(lambda conn: self._sweep(conn, at))
+        at = self._db.now() if now is None else now
+        return await self._db.write(lambda conn: self._sweep(conn, at))
 
     def _sweep(self, conn: sa.Connection, now: float) -> list[Attempt]:
         changed: list[Attempt] = []
@@ -109,5 +114,5 @@ class SqlAttempts(SqlLifecycle):
                 )
             else:
                 continue
-            changed.append(self._finish_attempt(conn, attempt, status, reason))
+            changed.append(self._life.finish_attempt(conn, attempt, status, reason))
         return changed

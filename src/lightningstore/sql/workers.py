@@ -1,4 +1,4 @@
-"""Workers and statistics for SqlStore."""
+"""SqlWorkers: workers and statistics for SqlStore."""
 
 from __future__ import annotations
 
@@ -6,19 +6,21 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lightningstore import sql_statements as q
-from lightningstore import tables as t
 from lightningstore.errors import InvalidInputError
-from lightningstore.sql_base import parse_enum
-from lightningstore.sql_lifecycle import SqlLifecycle
-from lightningstore.sql_rows import worker_from_row
+from lightningstore.sql import statements as q
+from lightningstore.sql import tables as t
+from lightningstore.sql.database import SqlDatabase, parse_enum
+from lightningstore.sql.rows import worker_from_row
 from lightningstore.statistics import StoreStatistics
 from lightningstore.status import WorkerStatus
 from lightningstore.unset import UNSET, Unset
 from lightningstore.worker import Worker
 
 
-class SqlWorkers(SqlLifecycle):
+class SqlWorkers:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     async def update_worker(
         self,
         worker_id: str,
@@ -33,7 +35,7 @@ class SqlWorkers(SqlLifecycle):
         def _tx(conn: sa.Connection) -> Worker:
             row = q.SELECT_WORKER.run(conn, {"worker_id": worker_id}).first()
             worker = worker_from_row(row) if row is not None else Worker(worker_id=worker_id)
-            update: dict[str, Any] = {"last_heartbeat_time": self.now()}
+            update: dict[str, Any] = {"last_heartbeat_time": self._db.now()}
             if new_status is not UNSET:
                 update["status"] = new_status
             if metadata is not UNSET:
@@ -46,7 +48,7 @@ class SqlWorkers(SqlLifecycle):
                 conn.execute(sa.update(t.workers).where(t.workers.c.worker_id == worker_id).values(**data))
             return worker
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     async def query_workers(self) -> list[Worker]:
         def _tx(conn: sa.Connection) -> list[Worker]:
@@ -55,7 +57,7 @@ class SqlWorkers(SqlLifecycle):
                 for r in conn.execute(sa.select(t.workers).order_by(t.workers.c.worker_id))
             ]
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def statistics(self) -> StoreStatistics:
         def _tx(conn: sa.Connection) -> StoreStatistics:
@@ -79,4 +81,4 @@ class SqlWorkers(SqlLifecycle):
                 total_resource_versions=count(t.resource_versions),
             )
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)

@@ -1,4 +1,4 @@
-"""Resource versions, resource sets and pointers for SqlStore."""
+"""SqlResources: resource versions, resource sets and pointers for SqlStore."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
 
-from lightningstore import tables as t
 from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
 from lightningstore.resource import Pointer, PointerMove, Resource, ResourceSet, ResourceVersion
-from lightningstore.sql_base import SqlBase, new_id
-from lightningstore.sql_rows import pointer_move_from_row, version_from_row
+from lightningstore.sql import tables as t
+from lightningstore.sql.database import SqlDatabase, new_id
+from lightningstore.sql.rows import pointer_move_from_row, version_from_row
 
 _resource_adapter: TypeAdapter[Any] = TypeAdapter(Resource)
 
@@ -23,7 +23,10 @@ def _pointer(value: str) -> Pointer:
         raise InvalidInputError("pointer", f"must be 'latest' or 'approved', got {value!r}") from exc
 
 
-class SqlResources(SqlBase):
+class SqlResources:
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
     async def add_resource_version(
         self,
         name: str,
@@ -40,7 +43,7 @@ class SqlResources(SqlBase):
                 conn, name, resource, parent_id, created_by, artifact, metadata, version_id
             )
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     def _add_version(
         self,
@@ -88,7 +91,7 @@ class SqlResources(SqlBase):
             created_by=created_by,
             artifact=artifact,
             metadata=metadata or {},
-            create_time=self.now(),
+            create_time=self._db.now(),
         )
         conn.execute(sa.insert(t.resource_versions), [version.model_dump(mode="json")])
         self._move(conn, name, Pointer.LATEST, version.version_id, created_by, "published")
@@ -114,7 +117,7 @@ class SqlResources(SqlBase):
             }
             return self._add_set(conn, versions)
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     async def add_resource_set(self, versions: dict[str, str]) -> ResourceSet:
         if not versions:
@@ -133,10 +136,10 @@ class SqlResources(SqlBase):
                 resolved[name] = version
             return self._add_set(conn, resolved)
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     def _add_set(self, conn: sa.Connection, versions: dict[str, ResourceVersion]) -> ResourceSet:
-        rs = ResourceSet(resources_id=new_id("rs"), versions=versions, create_time=self.now())
+        rs = ResourceSet(resources_id=new_id("rs"), versions=versions, create_time=self._db.now())
         conn.execute(
             sa.insert(t.resource_sets),
             [
@@ -166,7 +169,7 @@ class SqlResources(SqlBase):
             ).first()
             return self._load_set(conn, row)
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def get_latest_resources(self) -> ResourceSet | None:
         def _tx(conn: sa.Connection) -> Any:
@@ -175,7 +178,7 @@ class SqlResources(SqlBase):
             ).first()
             return self._load_set(conn, row)
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     def _get_version(self, conn: sa.Connection, version_id: str) -> ResourceVersion | None:
         row = (
@@ -187,7 +190,7 @@ class SqlResources(SqlBase):
         def _tx(conn: sa.Connection) -> Any:
             return self._get_version(conn, version_id)
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     def _pointer_version_id(self, conn: sa.Connection, name: str, pointer: Pointer) -> str | None:
         query = sa.select(t.resource_pointers.c.version_id).where(
@@ -202,7 +205,7 @@ class SqlResources(SqlBase):
             version_id = self._pointer_version_id(conn, name, which)
             return self._get_version(conn, version_id) if version_id else None
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
         query = sa.select(t.resource_versions).order_by(t.resource_versions.c.seq)
@@ -212,7 +215,7 @@ class SqlResources(SqlBase):
         def _tx(conn: sa.Connection) -> Any:
             return [version_from_row(r._mapping) for r in conn.execute(query)]
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def move_pointer(
         self,
@@ -237,7 +240,7 @@ class SqlResources(SqlBase):
                 )
             return self._move(conn, name, which, version_id, actor, reason)
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     def _move(
         self, conn: sa.Connection, name: str, pointer: Pointer, version_id: str, actor: str, reason: str
@@ -261,7 +264,7 @@ class SqlResources(SqlBase):
             previous_version_id=previous,
             actor=actor,
             reason=reason,
-            time=self.now(),
+            time=self._db.now(),
         )
         conn.execute(sa.insert(t.pointer_history), [move.model_dump(mode="json")])
         return move
@@ -279,4 +282,4 @@ class SqlResources(SqlBase):
                 for r in conn.execute(query.order_by(t.pointer_history.c.seq))
             ]
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)

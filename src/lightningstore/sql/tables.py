@@ -1,4 +1,8 @@
-"""The table metadata, defined once; Alembic revisions are generated from it."""
+"""The store's table metadata, defined once; Alembic revisions are generated from it.
+
+The gate's tables (lightningstore.gate.tables) join this metadata when their module is imported;
+migrations/env.py imports both, so Alembic sees the whole schema.
+"""
 
 from __future__ import annotations
 
@@ -167,5 +171,3 @@ workers = sa.Table(
     sa.Column("current_attempt_id", sa.String(64), nullable=True),
     sa.Column("metadata", JsonType, nullable=False),
 )
-
-from lightningstore.gate import tables as _gate_tables  # noqa: E402,F401  (the gate's tables join this metadata)

@@ -1,16 +1,16 @@
-"""The rollout and attempt state machines inside a write transaction, shared by the SqlStore parts."""
+"""SqlLifecycle: the rollout and attempt state machines inside a transaction, shared by the SqlStore parts."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from lightningstore import sql_statements as q
-from lightningstore import tables as t
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.rollout import Rollout
-from lightningstore.sql_base import SqlBase, new_id
-from lightningstore.sql_rows import attempt_from_row, rollout_from_row
+from lightningstore.sql import statements as q
+from lightningstore.sql import tables as t
+from lightningstore.sql.database import SqlDatabase, new_id
+from lightningstore.sql.rows import attempt_from_row, rollout_from_row
 from lightningstore.status import (
     AttemptStatus,
     RolloutStatus,
@@ -20,26 +20,29 @@ from lightningstore.status import (
 )
 
 
-class SqlLifecycle(SqlBase):
+class SqlLifecycle:
     """Reads and moves rollouts, attempts and workers; every method runs inside a transaction."""
+
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
 
     # ---- lookups ----------------------------------------------------------------------------
 
-    def _get_rollout(self, conn: sa.Connection, rollout_id: str, *, lock: bool = False) -> Rollout:
+    def get_rollout(self, conn: sa.Connection, rollout_id: str, *, lock: bool = False) -> Rollout:
         query = q.SELECT_ROLLOUT_FOR_UPDATE if lock else q.SELECT_ROLLOUT
         row = query.run(conn, {"rollout_id": rollout_id}).first()
         if row is None:
             raise NotFoundError("rollout", rollout_id)
         return rollout_from_row(row)
 
-    def _get_rollout_and_current(self, conn: sa.Connection, rollout_id: str) -> tuple[Rollout, str | None]:
+    def get_rollout_and_current(self, conn: sa.Connection, rollout_id: str) -> tuple[Rollout, str | None]:
         """The rollout (row-locked) and the id of its current attempt."""
         row = q.SELECT_ROLLOUT_FOR_UPDATE.run(conn, {"rollout_id": rollout_id}).first()
         if row is None:
             raise NotFoundError("rollout", rollout_id)
         return rollout_from_row(row), row["current_attempt_id"]
 
-    def _get_attempt(self, conn: sa.Connection, rollout_id: str, attempt_id: str) -> Attempt:
+    def get_attempt(self, conn: sa.Connection, rollout_id: str, attempt_id: str) -> Attempt:
         row = q.SELECT_ATTEMPT.run(conn, {"attempt_id": attempt_id}).first()
         if row is None:
             raise NotFoundError("attempt", attempt_id)
@@ -48,11 +51,11 @@ class SqlLifecycle(SqlBase):
             raise NotFoundError("attempt", f"{attempt_id} of rollout {rollout_id}")
         return attempt
 
-    def _latest_attempt(self, conn: sa.Connection, rollout_id: str) -> Attempt | None:
+    def latest_attempt(self, conn: sa.Connection, rollout_id: str) -> Attempt | None:
         row = q.SELECT_LATEST_ATTEMPT.run(conn, {"rollout_id": rollout_id}).first()
         return attempt_from_row(row) if row is not None else None
 
-    def _check_resources_ids(self, conn: sa.Connection, ids: set[str | None]) -> None:
+    def check_resources_ids(self, conn: sa.Connection, ids: set[str | None]) -> None:
         wanted = {i for i in ids if i}
         if not wanted:
             return
@@ -63,11 +66,11 @@ class SqlLifecycle(SqlBase):
 
     # ---- claims --------------------------------------------------------------------------------
 
-    def _open_attempts(
+    def open_attempts(
         self, conn: sa.Connection, rollouts: list[Rollout], worker_id: str | None
     ) -> list[AttemptedRollout]:
         """Move waiting rollouts to preparing and open the next attempt of each."""
-        now = self.now()
+        now = self._db.now()
         claimed: list[AttemptedRollout] = []
         for rollout in rollouts:
             check_rollout_transition(rollout.rollout_id, rollout.status, RolloutStatus.PREPARING)
@@ -108,55 +111,55 @@ class SqlLifecycle(SqlBase):
         )
         if worker_id is not None:  # the worker ends up busy with the last rollout it claimed
             last = claimed[-1]
-            self._touch_worker(conn, worker_id, WorkerStatus.BUSY, last.rollout_id, last.attempt_id)
+            self.touch_worker(conn, worker_id, WorkerStatus.BUSY, last.rollout_id, last.attempt_id)
         return claimed
 
     # ---- liveness --------------------------------------------------------------------------------
 
-    def _mark_alive(self, conn: sa.Connection, attempt: Attempt) -> Attempt:
+    def mark_alive(self, conn: sa.Connection, attempt: Attempt) -> Attempt:
         """Record liveness; preparing -> running, and revive unresponsive if still current."""
-        now = self.now()
-        status = self._wake(conn, attempt)
+        now = self._db.now()
+        status = self.wake(conn, attempt)
         q.SET_ATTEMPT_ALIVE.run(
             conn, {"p_attempt_id": attempt.attempt_id, "p_status": status.value, "p_time": now}
         )
         return attempt.model_copy(update={"last_heartbeat_time": now, "status": status})
 
-    def _wake(self, conn: sa.Connection, attempt: Attempt) -> AttemptStatus:
+    def wake(self, conn: sa.Connection, attempt: Attempt) -> AttemptStatus:
         """The status a sign of life gives the attempt; moves its rollout to running where due."""
         if attempt.status == AttemptStatus.PREPARING:
             # Always running now; the rollout follows only while this attempt is its current one.
             params = {"p_rollout_id": attempt.rollout_id, "p_attempt_id": attempt.attempt_id}
             if q.START_RUNNING.run(conn, params).rowcount:
-                self._notify()
+                self._db.notify()
             return AttemptStatus.RUNNING
         if attempt.status == AttemptStatus.UNRESPONSIVE:
-            rollout, current = self._get_rollout_and_current(conn, attempt.rollout_id)
+            rollout, current = self.get_rollout_and_current(conn, attempt.rollout_id)
             if current == attempt.attempt_id and rollout.status in (
                 RolloutStatus.PREPARING,
                 RolloutStatus.RUNNING,
             ):
                 if rollout.status == RolloutStatus.PREPARING:
-                    self._set_rollout(conn, rollout, RolloutStatus.RUNNING)
+                    self.set_rollout(conn, rollout, RolloutStatus.RUNNING)
                 return AttemptStatus.RUNNING
         return attempt.status
 
     # ---- endings -------------------------------------------------------------------------------
 
-    def _finish_attempt(
+    def finish_attempt(
         self, conn: sa.Connection, attempt: Attempt, status: AttemptStatus, reason: str | None
     ) -> Attempt:
         """Move an attempt to `status` and carry its rollout along (requeue / fail / succeed)."""
         check_attempt_transition(attempt.attempt_id, attempt.status, status)
-        now = self.now()
+        now = self._db.now()
         end_time = now if status.terminal else attempt.end_time
         failure_reason = reason if reason is not None else attempt.failure_reason
-        rollout, current = self._get_rollout_and_current(conn, attempt.rollout_id)
+        rollout, current = self.get_rollout_and_current(conn, attempt.rollout_id)
         if current == attempt.attempt_id and not rollout.status.terminal:
             target = self._rollout_target(rollout, status)
             if target is not None and target != rollout.status:
                 check_rollout_transition(rollout.rollout_id, rollout.status, target)
-                self._set_rollout(conn, rollout, target, reason if target == RolloutStatus.FAILED else None)
+                self.set_rollout(conn, rollout, target, reason if target == RolloutStatus.FAILED else None)
         q.SET_ATTEMPT_END.run(
             conn,
             {
@@ -167,7 +170,7 @@ class SqlLifecycle(SqlBase):
             },
         )
         if status.terminal and attempt.worker_id:
-            self._touch_worker(conn, attempt.worker_id, WorkerStatus.IDLE, None, None)
+            self.touch_worker(conn, attempt.worker_id, WorkerStatus.IDLE, None, None)
         return attempt.model_copy(
             update={"status": status, "end_time": end_time, "failure_reason": failure_reason}
         )
@@ -186,11 +189,11 @@ class SqlLifecycle(SqlBase):
             return None if status == AttemptStatus.UNRESPONSIVE else RolloutStatus.FAILED
         return None
 
-    def _set_rollout(
+    def set_rollout(
         self, conn: sa.Connection, rollout: Rollout, status: RolloutStatus, reason: str | None = None
     ) -> Rollout:
         """Write a rollout's new status; `rollout` must have been read in this transaction."""
-        end_time = self.now() if status.terminal else rollout.end_time
+        end_time = self._db.now() if status.terminal else rollout.end_time
         failure_reason = reason if reason is not None else rollout.failure_reason
         q.SET_ROLLOUT_STATUS.run(
             conn,
@@ -201,19 +204,19 @@ class SqlLifecycle(SqlBase):
                 "p_failure_reason": failure_reason,
             },
         )
-        self._notify()
+        self._db.notify()
         return rollout.model_copy(
             update={"status": status, "end_time": end_time, "failure_reason": failure_reason}
         )
 
-    def _close_current_attempt(self, conn: sa.Connection, rollout: Rollout, target: RolloutStatus) -> None:
+    def close_current_attempt(self, conn: sa.Connection, rollout: Rollout, target: RolloutStatus) -> None:
         """When a caller moves a rollout to a terminal or requeuing state, end its open attempt."""
         if not (target.terminal or target == RolloutStatus.REQUEUING):
             return
-        _, current_id = self._get_rollout_and_current(conn, rollout.rollout_id)
+        _, current_id = self.get_rollout_and_current(conn, rollout.rollout_id)
         if current_id is None:
             return
-        attempt = self._get_attempt(conn, rollout.rollout_id, current_id)
+        attempt = self.get_attempt(conn, rollout.rollout_id, current_id)
         if attempt.status.terminal:
             return
         status = AttemptStatus.SUCCEEDED if target == RolloutStatus.SUCCEEDED else AttemptStatus.FAILED
@@ -223,14 +226,14 @@ class SqlLifecycle(SqlBase):
             {
                 "p_attempt_id": current_id,
                 "p_status": status.value,
-                "p_end_time": self.now(),
+                "p_end_time": self._db.now(),
                 "p_failure_reason": reason,
             },
         )
 
     # ---- workers ---------------------------------------------------------------------------------
 
-    def _touch_worker(
+    def touch_worker(
         self,
         conn: sa.Connection,
         worker_id: str,
@@ -238,12 +241,12 @@ class SqlLifecycle(SqlBase):
         rollout_id: str | None,
         attempt_id: str | None,
     ) -> None:
-        q.TOUCH_WORKER[self.dialect].run(
+        q.TOUCH_WORKER[self._db.dialect].run(
             conn,
             {
                 "p_worker_id": worker_id,
                 "p_status": status.value,
-                "p_time": self.now(),
+                "p_time": self._db.now(),
                 "p_rollout_id": rollout_id,
                 "p_attempt_id": attempt_id,
             },

@@ -1,4 +1,4 @@
-"""Read queries of SqlStore: rollouts, attempts, spans and rewards."""
+"""SqlQueries: the read queries of SqlStore (rollouts, attempts, spans and rewards)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from lightningstore import sql_statements as q
-from lightningstore import tables as t
 from lightningstore.attempt import Attempt
 from lightningstore.batch_read import checked_attempt, checked_attributes, distinct_ids
 from lightningstore.errors import InvalidInputError
 from lightningstore.reward import Reward
 from lightningstore.rollout import Rollout
 from lightningstore.span import Span
-from lightningstore.sql_base import parse_enum
-from lightningstore.sql_lifecycle import SqlLifecycle
-from lightningstore.sql_prepared import Prepared
-from lightningstore.sql_rows import attempt_from_row, reward_from_row, rollout_from_row, span_from_row
+from lightningstore.sql import statements as q
+from lightningstore.sql import tables as t
+from lightningstore.sql.database import SqlDatabase, parse_enum
+from lightningstore.sql.lifecycle import SqlLifecycle
+from lightningstore.sql.prepared import Prepared
+from lightningstore.sql.rows import attempt_from_row, reward_from_row, rollout_from_row, span_from_row
 from lightningstore.status import RolloutMode, RolloutStatus
 from lightningstore.store import RolloutSortKey
 
@@ -41,13 +41,17 @@ def _spans_query(attempt: bool, name: bool, after: bool, limit: bool) -> Prepare
     return Prepared(query.limit(sa.bindparam("limit")) if limit else query)
 
 
-class SqlQueries(SqlLifecycle):
+class SqlQueries:
+    def __init__(self, db: SqlDatabase, life: SqlLifecycle) -> None:
+        self._db = db
+        self._life = life
+
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
         def _tx(conn: sa.Connection) -> Rollout | None:
             row = q.SELECT_ROLLOUT.run(conn, {"rollout_id": rollout_id}).first()
             return rollout_from_row(row) if row is not None else None
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def query_rollouts(
         self,
@@ -94,18 +98,18 @@ class SqlQueries(SqlLifecycle):
         def _tx(conn: sa.Connection) -> list[Rollout]:
             return [rollout_from_row(r._mapping) for r in conn.execute(query)]
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def query_attempts(self, rollout_id: str) -> list[Attempt]:
         def _tx(conn: sa.Connection) -> list[Attempt]:
-            self._get_rollout(conn, rollout_id)
+            self._life.get_rollout(conn, rollout_id)
             rows = q.SELECT_ATTEMPTS_OF.run(conn, {"rollout_id": rollout_id}).rows
             return [attempt_from_row(r) for r in rows]
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
-        return await self._read(lambda conn: self._latest_attempt(conn, rollout_id))
+        return await self._db.read(lambda conn: self._life.latest_attempt(conn, rollout_id))
 
     async def query_spans(
         self,
@@ -131,13 +135,13 @@ class SqlQueries(SqlLifecycle):
 
         def _tx(conn: sa.Connection) -> list[Span]:
             if attempt_id == "latest":
-                latest = self._latest_attempt(conn, rollout_id)
+                latest = self._life.latest_attempt(conn, rollout_id)
                 if latest is None:
                     return []
                 params["attempt_id"] = latest.attempt_id
             return [span_from_row(r) for r in query.run(conn, params).rows]
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
         query = sa.select(t.rewards).where(t.rewards.c.rollout_id == rollout_id)
@@ -147,7 +151,7 @@ class SqlQueries(SqlLifecycle):
         def _tx(conn: sa.Connection) -> list[Reward]:
             return [reward_from_row(r._mapping) for r in conn.execute(query.order_by(t.rewards.c.seq))]
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def query_spans_many(
         self,
@@ -169,7 +173,7 @@ class SqlQueries(SqlLifecycle):
                     out[span.rollout_id].append(span)
             return out
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
     async def query_rewards_many(self, rollout_ids: Sequence[str]) -> dict[str, list[Reward]]:
         ids = distinct_ids(rollout_ids)
@@ -184,7 +188,7 @@ class SqlQueries(SqlLifecycle):
                     out[reward.rollout_id].append(reward)
             return out
 
-        return await self._read(_tx)
+        return await self._db.read(_tx)
 
 
 IDS_PER_STATEMENT = 500

@@ -1,4 +1,4 @@
-"""Rollouts for SqlStore: enqueue, claim, start, update and wait."""
+"""SqlRollouts: rollouts for SqlStore (enqueue, claim, start, update and wait)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,31 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import ValidationError
 
-from lightningstore import sql_statements as q
-from lightningstore import tables as t
 from lightningstore.attempt import AttemptedRollout
 from lightningstore.errors import ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
-from lightningstore.sql_attempts import SqlAttempts
-from lightningstore.sql_base import new_id, parse_enum
-from lightningstore.sql_queries import SqlQueries
-from lightningstore.sql_rows import rollout_from_row
+from lightningstore.sql import statements as q
+from lightningstore.sql import tables as t
+from lightningstore.sql.attempts import SqlAttempts
+from lightningstore.sql.database import SqlDatabase, new_id, parse_enum
+from lightningstore.sql.lifecycle import SqlLifecycle
+from lightningstore.sql.queries import SqlQueries
+from lightningstore.sql.rows import rollout_from_row
 from lightningstore.status import RolloutMode, RolloutStatus, check_rollout_transition
 from lightningstore.unset import UNSET, Unset
 
 
-class SqlRollouts(SqlAttempts, SqlQueries):
+class SqlRollouts:
+    """Moves rollouts through the queue; waits on `queries` and sweeps through `attempts`."""
+
+    def __init__(
+        self, db: SqlDatabase, life: SqlLifecycle, queries: SqlQueries, attempts: SqlAttempts
+    ) -> None:
+        self._db = db
+        self._life = life
+        self._queries = queries
+        self._attempts = attempts
+
     async def enqueue_many_rollouts(self, requests: Sequence[RolloutRequest]) -> list[Rollout]:
         requests = [
             r if isinstance(r, RolloutRequest) else RolloutRequest.model_validate(r) for r in requests
@@ -30,10 +41,10 @@ class SqlRollouts(SqlAttempts, SqlQueries):
         if not requests:
             return []
         given = [r.rollout_id for r in requests if r.rollout_id]
-        now = self.now()
+        now = self._db.now()
 
         def _tx(conn: sa.Connection) -> list[Rollout]:
-            self._check_resources_ids(conn, {r.resources_id for r in requests if r.resources_id})
+            self._life.check_resources_ids(conn, {r.resources_id for r in requests if r.resources_id})
             if len(given) != len(set(given)):
                 raise InvalidInputError("rollout_id", "the same rollout_id appears twice in one request")
             existing: dict[str, Rollout] = {}
@@ -71,20 +82,20 @@ class SqlRollouts(SqlAttempts, SqlQueries):
                 conn.execute(q.INSERT_ROLLOUT, new_rows)
             return result
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     async def dequeue_many_rollouts(
         self, limit: int, *, worker_id: str | None = None
     ) -> list[AttemptedRollout]:
         if limit < 1:
             raise InvalidInputError("limit", f"must be at least 1, got {limit}")
-        await self._maybe_sweep()
+        await self._attempts.maybe_sweep()
 
         def _tx(conn: sa.Connection) -> list[AttemptedRollout]:
-            rows = q.OLDEST_WAITING[self.dialect].run(conn, {"limit": limit}).rows
-            return self._open_attempts(conn, [rollout_from_row(row) for row in rows], worker_id)
+            rows = q.OLDEST_WAITING[self._db.dialect].run(conn, {"limit": limit}).rows
+            return self._life.open_attempts(conn, [rollout_from_row(row) for row in rows], worker_id)
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     async def start_rollout(
         self,
@@ -113,15 +124,15 @@ class SqlRollouts(SqlAttempts, SqlQueries):
 
     async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
         def _tx(conn: sa.Connection) -> AttemptedRollout:
-            rollout = self._get_rollout(conn, rollout_id, lock=True)
+            rollout = self._life.get_rollout(conn, rollout_id, lock=True)
             if rollout.status.value not in q.WAITING:
                 raise IllegalTransitionError(
                     "rollout", rollout_id, rollout.status.value, RolloutStatus.PREPARING.value
                 )
-            (claimed,) = self._open_attempts(conn, [rollout], worker_id)
+            (claimed,) = self._life.open_attempts(conn, [rollout], worker_id)
             return claimed
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     async def update_rollout(
         self,
@@ -142,27 +153,27 @@ class SqlRollouts(SqlAttempts, SqlQueries):
             raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
 
         def _tx(conn: sa.Connection) -> Rollout:
-            rollout = self._get_rollout(conn, rollout_id, lock=True)
+            rollout = self._life.get_rollout(conn, rollout_id, lock=True)
             values: dict[str, Any] = {}
             if metadata is not UNSET:
                 values["metadata"] = metadata
             if config is not UNSET:
                 values["config"] = config.model_dump(mode="json")
             if resources_id is not UNSET:
-                self._check_resources_ids(conn, {resources_id})
+                self._life.check_resources_ids(conn, {resources_id})
                 values["resources_id"] = resources_id
             if values:  # rare: built per call
                 conn.execute(
                     sa.update(t.rollouts).where(t.rollouts.c.rollout_id == rollout_id).values(**values)
                 )
-                rollout = self._get_rollout(conn, rollout_id)
+                rollout = self._life.get_rollout(conn, rollout_id)
             if new_status is not UNSET and new_status != rollout.status:
                 check_rollout_transition(rollout_id, rollout.status, new_status)
-                self._close_current_attempt(conn, rollout, new_status)
-                rollout = self._set_rollout(conn, rollout, new_status)
+                self._life.close_current_attempt(conn, rollout, new_status)
+                rollout = self._life.set_rollout(conn, rollout, new_status)
             return rollout
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
 
     async def wait_for_rollouts(
         self, rollout_ids: Sequence[str], *, timeout: float | None = None
@@ -172,13 +183,8 @@ class SqlRollouts(SqlAttempts, SqlQueries):
         ids = list(rollout_ids)
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        changed = asyncio.Event()
-        waiter = (loop, changed)
-        self._waiters.add(waiter)
-        try:
+        with self._db.changes() as changed:
             return await self._wait_loop(ids, changed, deadline)
-        finally:
-            self._waiters.discard(waiter)
 
     async def _wait_loop(
         self, ids: list[str], changed: asyncio.Event, deadline: float | None
@@ -187,7 +193,7 @@ class SqlRollouts(SqlAttempts, SqlQueries):
         delay = 0.01
         while True:
             changed.clear()
-            rollouts = await self.query_rollouts(rollout_ids=ids)
+            rollouts = await self._queries.query_rollouts(rollout_ids=ids)
             found = {r.rollout_id: r for r in rollouts}
             missing = [i for i in ids if i not in found]
             if missing:
@@ -195,7 +201,7 @@ class SqlRollouts(SqlAttempts, SqlQueries):
             done = [found[i] for i in ids if found[i].status.terminal]
             if len(done) == len(ids) or (deadline is not None and loop.time() >= deadline):
                 return done
-            await self._maybe_sweep()
+            await self._attempts.maybe_sweep()
             wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
             try:
                 # Wake early on an in-process change; poll for changes made by other processes.

@@ -1,11 +1,14 @@
-"""Connection handling shared by the SqlStore parts: engine, threads, read and write transactions.
+"""SqlDatabase: the engine, its worker threads, and the read and write transactions on them.
+
+SqlStore's parts and the gate's SqlGateRecords run every transaction through one SqlDatabase, so
+on SQLite all their writes share one writer thread.
 
 The public API is async; each call runs as ONE synchronous transaction on a worker thread.
 Measured here: an aiosqlite statement through SQLAlchemy's async engine costs ~300 us, a
-synchronous one ~13 us (~2 us through sql_prepared on SQLite) and a thread hop ~65 us, so a
+synchronous one ~13 us (~2 us through `Prepared` on SQLite) and a thread hop ~65 us, so a
 whole transaction per hop is ~10x faster. SQLite gets a single writer thread (its one-writer
 rule, without spinning on busy locks) that commits the write calls queued behind each other
-together (sql_group_commit), and a thread that checkpoints its WAL (sql_checkpoint).
+together (group_commit), and a thread that checkpoints its WAL (checkpoint).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,9 +27,9 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from lightningstore.errors import ConflictError, InvalidInputError
-from lightningstore.sql_checkpoint import WRITER_AUTOCHECKPOINT_PAGES, checkpointer_for
-from lightningstore.sql_engine import WRITE_OPTION, create_engine
-from lightningstore.sql_group_commit import Call, GroupCommitWriter
+from lightningstore.sql.checkpoint import WRITER_AUTOCHECKPOINT_PAGES, checkpointer_for
+from lightningstore.sql.engine import WRITE_OPTION, create_engine
+from lightningstore.sql.group_commit import Call, GroupCommitWriter
 
 T = TypeVar("T")
 
@@ -42,7 +46,7 @@ def parse_enum(kind: Callable[[Any], T], value: Any, field: str) -> T:
         raise InvalidInputError(field, f"invalid value {value!r} ({exc})") from exc
 
 
-class SqlBase:
+class SqlDatabase:
     """Owns the engine and the worker threads; runs read and write transactions."""
 
     def __init__(
@@ -76,7 +80,7 @@ class SqlBase:
             return
         with self._schema_lock:
             if not self._schema_ready:
-                from lightningstore.migrate import upgrade_engine
+                from lightningstore.sql.migrate import upgrade_engine
 
                 upgrade_engine(self._engine)
                 self._schema_ready = True
@@ -164,23 +168,33 @@ class SqlBase:
     def _write_tx(self, fn: Callable[[sa.Connection], T]) -> T:
         return self._run_tx(fn, write=True)
 
-    async def _read(self, fn: Callable[[sa.Connection], T]) -> T:
+    async def read(self, fn: Callable[[sa.Connection], T]) -> T:
         """Run `fn(conn)` in one read transaction on a worker thread."""
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._read_tx, fn)
 
-    async def _write(self, fn: Callable[[sa.Connection], T]) -> T:
+    async def write(self, fn: Callable[[sa.Connection], T]) -> T:
         """Run `fn(conn)` in one write transaction (all or nothing); returns after its commit."""
         if self._group_writer is not None:
             result: T = await self._group_writer.submit(fn)
             return result
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._write_tx, fn)
 
-    def _notify(self) -> None:
-        """Ask for the waiters of wait_for_rollouts to be woken once this transaction has ended."""
+    def notify(self) -> None:
+        """Ask for the waiters of `changes()` to be woken once this transaction has ended."""
         self._local.notify = True
 
+    @contextmanager
+    def changes(self) -> Iterator[asyncio.Event]:
+        """An event set after each transaction that called `notify()` (in this process) ends."""
+        waiter = (asyncio.get_running_loop(), asyncio.Event())
+        self._waiters.add(waiter)
+        try:
+            yield waiter[1]
+        finally:
+            self._waiters.discard(waiter)
+
     def _flush_notify(self) -> None:
-        """Wake every waiter of wait_for_rollouts in this process (called from worker threads)."""
+        """Wake every waiter of `changes()` (called from worker threads)."""
         if not getattr(self._local, "notify", False):
             return
         self._local.notify = False

@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from lightningstore import tables as t
-from lightningstore.sql_prepared import Prepared
+from lightningstore.sql import tables as t
+from lightningstore.sql.prepared import Prepared
 from lightningstore.status import TERMINAL_ATTEMPT, AttemptStatus, RolloutStatus
 
 R, A, S, W = t.rollouts, t.attempts, t.spans, t.workers

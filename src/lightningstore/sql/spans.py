@@ -1,4 +1,4 @@
-"""Spans and rewards for SqlStore."""
+"""SqlSpans: spans and rewards for SqlStore."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lightningstore import sql_statements as q
 from lightningstore.attempt import Attempt
 from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.span import Span, SpanIn
-from lightningstore.sql_base import new_id
-from lightningstore.sql_lifecycle import SqlLifecycle
-from lightningstore.sql_rows import attempt_from_row, reward_from_row, span_from_row
+from lightningstore.sql import statements as q
+from lightningstore.sql.database import SqlDatabase, new_id
+from lightningstore.sql.lifecycle import SqlLifecycle
+from lightningstore.sql.rows import attempt_from_row, reward_from_row, span_from_row
 from lightningstore.status import AttemptStatus
 
 SpanKey = tuple[str, str]
@@ -41,7 +41,11 @@ def span_row(span: SpanIn) -> dict[str, Any]:
     }
 
 
-class SqlSpans(SqlLifecycle):
+class SqlSpans:
+    def __init__(self, db: SqlDatabase, life: SqlLifecycle) -> None:
+        self._db = db
+        self._life = life
+
     async def add_many_spans(self, spans: Sequence[SpanIn]) -> list[Span]:
         spans = [s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in spans]
         if not spans:
@@ -55,7 +59,7 @@ class SqlSpans(SqlLifecycle):
 
         def _tx(conn: sa.Connection) -> dict[SpanKey, Span]:
             # One statement per attempt checks it and records the spans as its heartbeat.
-            now = self.now()
+            now = self._db.now()
             attempts: dict[str, Attempt] = {}
             for attempt_id in attempt_ids:
                 row = q.TOUCH_ATTEMPT.run(conn, {"p_attempt_id": attempt_id, "p_time": now}).first()
@@ -63,7 +67,7 @@ class SqlSpans(SqlLifecycle):
                     attempts[attempt_id] = attempt_from_row(row)
             self._check_span_owners(unique.values(), attempts)
             stored: dict[SpanKey, Span] = {}
-            for r in q.INSERT_SPANS[self.dialect].run(conn, rows).rows:
+            for r in q.INSERT_SPANS[self._db.dialect].run(conn, rows).rows:
                 key = (r["attempt_id"], r["span_id"])
                 stored[key] = Span.model_validate({**unique[key].__dict__, "sequence_id": r["sequence_id"]})
             repeats = [key for key in unique if key not in stored]
@@ -73,7 +77,7 @@ class SqlSpans(SqlLifecycle):
                 self._wake_by_span(conn, attempt)
             return stored
 
-        stored = await self._write(_tx)
+        stored = await self._db.write(_tx)
         return [stored[(s.attempt_id, s.span_id)] for s in spans]
 
     @staticmethod
@@ -92,7 +96,7 @@ class SqlSpans(SqlLifecycle):
         """The first span of a preparing attempt (or one of an unresponsive one) moves it."""
         if attempt.status not in (AttemptStatus.PREPARING, AttemptStatus.UNRESPONSIVE):
             return
-        status = self._wake(conn, attempt)
+        status = self._life.wake(conn, attempt)
         if status != attempt.status:
             q.SET_ATTEMPT_STATUS.run(conn, {"p_attempt_id": attempt.attempt_id, "p_status": status.value})
 
@@ -111,9 +115,9 @@ class SqlSpans(SqlLifecycle):
         reward = reward if isinstance(reward, RewardIn) else RewardIn.model_validate(reward)
 
         def _tx(conn: sa.Connection) -> Reward:
-            self._get_rollout(conn, reward.rollout_id)
+            self._life.get_rollout(conn, reward.rollout_id)
             if reward.attempt_id is not None:
-                self._get_attempt(conn, reward.rollout_id, reward.attempt_id)
+                self._life.get_attempt(conn, reward.rollout_id, reward.attempt_id)
             if reward.reward_id is not None:
                 row = q.SELECT_REWARD.run(conn, {"reward_id": reward.reward_id}).first()
                 if row is not None:
@@ -123,9 +127,9 @@ class SqlSpans(SqlLifecycle):
                     return stored
             stored = Reward(
                 **{**reward.model_dump(), "reward_id": reward.reward_id or new_id("rw")},
-                create_time=self.now(),
+                create_time=self._db.now(),
             )
             conn.execute(q.INSERT_REWARD, [stored.model_dump(mode="json")])
             return stored
 
-        return await self._write(_tx)
+        return await self._db.write(_tx)
