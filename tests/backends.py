@@ -99,7 +99,7 @@ class LiveServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> LiveServer:
+    def start(self, timeout: float = 60.0) -> LiveServer:
         """Start the process and return once /healthz answers (bounded by `timeout`)."""
         import httpx
 
