@@ -267,7 +267,8 @@ async def test_wait_for_rollouts(store: LightningStore) -> None:
         await store.update_attempt(c.rollout_id, c.attempt_id, status="succeeded")
 
     task = asyncio.create_task(finish_later())
-    done = await store.wait_for_rollouts([a.rollout_id, b.rollout_id], timeout=1.0)
+    # b never finishes, so this waits the whole timeout: long enough for a busy machine to finish a.
+    done = await store.wait_for_rollouts([a.rollout_id, b.rollout_id], timeout=3.0)
     await task
     assert [r.rollout_id for r in done] == [a.rollout_id]
     assert done[0].status == RolloutStatus.SUCCEEDED
