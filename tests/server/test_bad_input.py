@@ -16,7 +16,7 @@ from lightningstore import (
     StoreError,
 )
 from lightningstore.client import StoreClient, error_from_response
-from lightningstore.server import create_app
+from lightningstore.server import build_app
 
 
 async def test_body_limit_is_413_with_reason(raw_http) -> None:
@@ -133,7 +133,7 @@ async def test_batch_reads_answer_bad_bodies_with_a_reason(raw_http) -> None:
 
 async def test_batch_read_id_limit_over_http(sql_store) -> None:
     """Past the body limit, the id limit itself answers 422 naming the field and the count."""
-    app = create_app(sql_store, sweep_interval=None)
+    app = build_app(sql_store, sweep_interval=None)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://store.test"
     ) as http:

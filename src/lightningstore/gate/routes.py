@@ -187,9 +187,9 @@ async def get_policy(request: Request, resource_name: str) -> GatePolicy | None:
     return await gate.get_policy(resource_name)
 
 
-def install_gate(app: FastAPI, records: GateRecords | None = None) -> GateRecords:
+def install_gate(app: FastAPI) -> GateRecords:
     """Add the `/v1/gate` routes to `app` (from `build_app`; its `state.store` backs the records)."""
-    gate = records if records is not None else gate_records(app.state.store)
+    gate = gate_records(app.state.store)
     app.state.gate = gate
     app.include_router(router)
     return gate

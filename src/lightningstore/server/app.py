@@ -101,10 +101,10 @@ def build_app(
     if proxy:
         from lightningstore.proxy.install import install_proxy
 
-        # The LLM gateway lives in the store server (DESIGN.md, data flow step 3).
+        # The LLM gateway lives in the store server (docs/architecture.md, step 3 of one rollout).
         install_proxy(app, config=None if proxy is True else proxy)
     if gate:
         from lightningstore.gate.routes import install_gate
 
-        install_gate(app)  # the release gate's records (DESIGN.md, Gate)
+        install_gate(app)  # the release gate's records (docs/architecture.md, "The release gate")
     return app
