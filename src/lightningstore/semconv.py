@@ -97,7 +97,9 @@ def agl_base_url(base_url: str) -> str:
 
 def agl_event_url(store_url: str, rollout_id: str, attempt_id: str) -> str:
     """Agent Lightning v1.0's `AGL_EVENT_URL` of one attempt on the store server at `store_url`."""
-    path = AGL_EVENTS_PATH.format(rollout_id=quote(rollout_id, safe=""), attempt_id=quote(attempt_id, safe=""))
+    path = AGL_EVENTS_PATH.format(
+        rollout_id=quote(rollout_id, safe=""), attempt_id=quote(attempt_id, safe="")
+    )
     return store_url.rstrip("/") + path
 
 

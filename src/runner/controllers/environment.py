@@ -11,7 +11,14 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from lightningstore.semconv import ATTEMPT_ID, PROXY_CALL_MARK, ROLLOUT_ID, agl_base_url, agl_event_url, is_proxy_url
+from lightningstore.semconv import (
+    ATTEMPT_ID,
+    PROXY_CALL_MARK,
+    ROLLOUT_ID,
+    agl_base_url,
+    agl_event_url,
+    is_proxy_url,
+)
 from runner.resources import AgentResources
 
 

@@ -90,5 +90,9 @@ async def post_event(request: Request, rollout_id: str, attempt_id: str, event: 
     else:
         await store.add_span(event_span(event, rollout_id, attempt_id, now))
     return Event(
-        event_type=event.event_type, data=event.data, rollout_id=rollout_id, attempt_id=attempt_id, timestamp=now
+        event_type=event.event_type,
+        data=event.data,
+        rollout_id=rollout_id,
+        attempt_id=attempt_id,
+        timestamp=now,
     )
