@@ -260,6 +260,8 @@ def test_log_probs_are_scored_at_the_temperature_the_spans_record(model_dir: Pat
     torch.testing.assert_close(scored, at_02, atol=1e-4, rtol=0)
     assert (scored - at_1).abs().max().item() > 0.1  # scoring at 1.0 would be detectably different
 
+    with pytest.raises(ValueError, match="temperature 0.2, but rollout_is_threshold=2.0"):
+        trainer.train_step(batch, torch.ones(batch.responses.shape))
     unrecorded = collate(sampled_at("r3", None))
     assert unrecorded.temperature == 1.0  # a span without a temperature: the servers' default
     torch.testing.assert_close(trainer.compute_log_probs(unrecorded), at_1[:1], atol=1e-4, rtol=0)

@@ -150,6 +150,14 @@ class VerlActorTrainer:
                 f"advantages must be {tuple(batch.responses.shape)}, got {tuple(advantages.shape)}"
             )
         loss_config = self.config.loss
+        if batch.temperature != 1.0 and loss_config.rollout_is_threshold is not None:
+            # Backends report temperature-1 logprobs (vLLM's default, our server's): the IS weights
+            # would compare them with log-probs at another temperature.
+            raise ValueError(
+                f"the batch was sampled at temperature {batch.temperature}, but rollout_is_threshold="
+                f"{loss_config.rollout_is_threshold} compares with the backend's temperature-1 logprobs: "
+                "set rollout_is_threshold=None to train on it"
+            )
         real_rows = len(batch)
         mini_batch = self.config.mini_batch_size or len(batch)
         padding = -len(batch) % mini_batch
