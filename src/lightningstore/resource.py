@@ -41,8 +41,11 @@ class LLM(BaseModel):
     """'openai' for OpenAI-compatible servers; any other litellm provider is observe-only."""
 
     def mode_sampling(self, mode: str) -> dict[str, Any]:
-        """The sampling this resource writes in `mode`: `MODE_SAMPLING`, then its `sampling_by_mode`."""
-        return {**MODE_SAMPLING.get(mode, {}), **self.sampling_by_mode.get(mode, {})}
+        """The sampling this resource writes in `mode`: `MODE_SAMPLING`, then its `sampling_by_mode`.
+
+        The built-ins serve training, so an observe-only provider (not "openai") gets only its own."""
+        builtin = MODE_SAMPLING.get(mode, {}) if self.provider == "openai" else {}
+        return {**builtin, **self.sampling_by_mode.get(mode, {})}
 
 
 class PromptTemplate(BaseModel):
