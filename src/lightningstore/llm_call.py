@@ -45,8 +45,17 @@ def _number(value: Any) -> int | float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def request_attributes(kind: Kind, request: Mapping[str, Any], system: str | None) -> dict[str, Any]:
-    """What is known before the call: operation, backend, model, sampling, the messages or prompt."""
+AGENT_SAMPLING_KEYS = {"temperature": semconv.LLM_AGENT_TEMPERATURE, "top_p": semconv.LLM_AGENT_TOP_P}
+
+
+def request_attributes(
+    kind: Kind, request: Mapping[str, Any], system: str | None, agent: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What is known before the call: operation, backend, model, sampling, the messages or prompt.
+
+    `request` is what was sent; `agent`, when a proxy rewrote it, what the agent asked: each of its
+    sampling values that was not sent (`AGENT_SAMPLING_KEYS`) is kept under its agent-request key.
+    """
     prompt = request.get("messages") if kind == "chat" else request.get("prompt")
     if kind == "chat" and prompt is not None:
         prompt = list(prompt)  # the openai client accepts any iterable of messages
@@ -62,6 +71,10 @@ def request_attributes(kind: Kind, request: Mapping[str, Any], system: str | Non
         else _number(request.get("max_tokens")),
         semconv.LLM_REQUEST_MESSAGES: None if prompt is None else _json(prompt),
     }
+    for key, attribute in AGENT_SAMPLING_KEYS.items():
+        asked = _number((agent or {}).get(key))
+        if asked is not None and asked != _number(request.get(key)):
+            attributes[attribute] = asked
     return {key: value for key, value in attributes.items() if value is not None}
 
 
@@ -95,7 +108,11 @@ def response_attributes(record: CallRecord, system: str | None) -> dict[str, Any
 
 
 def llm_call_attributes(
-    kind: Kind, request: Mapping[str, Any], record: CallRecord, system: str | None
+    kind: Kind,
+    request: Mapping[str, Any],
+    record: CallRecord,
+    system: str | None,
+    agent: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every request and response attribute of one call."""
-    return {**request_attributes(kind, request, system), **response_attributes(record, system)}
+    """Every request and response attribute of one call (`agent`: see `request_attributes`)."""
+    return {**request_attributes(kind, request, system, agent), **response_attributes(record, system)}

@@ -7,6 +7,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MODE_SAMPLING: dict[str, dict[str, Any]] = {
+    "train": {"temperature": 1.0, "top_p": 1.0},
+    "val": {"temperature": 0.7},
+}
+"""Built-in per-mode sampling (Agent Lightning v1.0's): train samples the model's own distribution,
+because the trainer's log-probs assume it; val samples at 0.7. An LLM's `sampling_by_mode` overrides
+these key by key."""
+
 
 class LLM(BaseModel):
     """An OpenAI-compatible model behind one or more endpoints."""
@@ -20,13 +28,24 @@ class LLM(BaseModel):
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Sampling defaults for training calls (temperature, top_p, max_tokens, ...)."""
     sampling_by_mode: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {"val": {"temperature": 0.0}, "test": {"temperature": 0.0}}
+        default_factory=lambda: {"test": {"temperature": 0.0}}
     )
-    """Per-mode overrides the proxy writes over the request (val/test are greedy by default)."""
+    """Per-mode overrides the proxy writes over the request, key by key over `MODE_SAMPLING`
+    (so train is 1.0/1.0 and val 0.7 unless named here; test is greedy by default)."""
+    respect_agent_sampling: list[Literal["train", "val", "test"]] = Field(default_factory=list)
+    """Modes whose rewrite this resource opts out of: the agent's own values win over the mode's.
+    In train mode the trainer then scores log-probs at the temperature each call used (its span's)."""
     checkpoint: str | None = None
     """Where the weights of this version live (an HF directory), if trainable."""
     provider: str = "openai"
     """'openai' for OpenAI-compatible servers; any other litellm provider is observe-only."""
+
+    def mode_sampling(self, mode: str) -> dict[str, Any]:
+        """The sampling this resource writes in `mode`: `MODE_SAMPLING`, then its `sampling_by_mode`.
+
+        The built-ins serve training, so an observe-only provider (not "openai") gets only its own."""
+        builtin = MODE_SAMPLING.get(mode, {}) if self.provider == "openai" else {}
+        return {**builtin, **self.sampling_by_mode.get(mode, {})}
 
 
 class PromptTemplate(BaseModel):

@@ -28,6 +28,9 @@ GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_TEMPERATURE = "gen_ai.request.temperature"
 GEN_AI_TOP_P = "gen_ai.request.top_p"
 GEN_AI_MAX_TOKENS = "gen_ai.request.max_tokens"
+# What the agent asked for when the proxy sent something else (the GEN_AI_* keys hold what was sent).
+LLM_AGENT_TEMPERATURE = "lightningrl.llm.agent_request.temperature"
+LLM_AGENT_TOP_P = "lightningrl.llm.agent_request.top_p"
 
 LLM_REQUEST_MESSAGES = "lightningrl.llm.request_messages"  # JSON string of the request messages/prompt
 LLM_RESPONSE_TEXT = "lightningrl.llm.response_text"  # choice 0's text
@@ -48,6 +51,11 @@ REWARD_VALUE = "lightningrl.reward.value"
 REWARD_TARGET_SPAN = "lightningrl.reward.span_id"
 REWARD_STEP = "lightningrl.reward.step"
 
+# Agent Lightning v1.0 events other than rewards (`POST .../events`), kept as spans.
+EVENT_SPAN_NAME = "lightningrl.event"
+EVENT_TYPE = "lightningrl.event.type"
+EVENT_DATA = "lightningrl.event.data"  # JSON string of the event's `data`
+
 # Tool / step spans made by @trace.
 TOOL_SPAN_PREFIX = "tool."
 STEP_SPAN_PREFIX = "step."
@@ -56,10 +64,20 @@ STEP_SPAN_PREFIX = "step."
 AGENT_NAME_HEADER = "x-lightningrl-agent-name"
 TRACEPARENT_HEADER = "traceparent"  # W3C trace context: the proxy's span joins the agent's trace
 
-# The proxy's URL layout: `{PROXY_PREFIX}{PROXY_CALL_PATH}` is one attempt's OpenAI base URL.
+# The proxy's URL layout: `{PROXY_PREFIX}{PROXY_CALL_PATH}` is one attempt's OpenAI base URL;
+# `{PROXY_PREFIX}{AGL_CALL_PATH}` is the same base URL in Agent Lightning v1.0's form (`/openai/v1`).
 PROXY_PREFIX = "/proxy"
-PROXY_CALL_PATH = "/rollout/{rollout_id}/attempt/{attempt_id}/mode/{mode}/v1"
+PROXY_ATTEMPT_PATH = "/rollout/{rollout_id}/attempt/{attempt_id}/mode/{mode}"
+OPENAI_SUFFIX = "/v1"
+AGL_OPENAI_SUFFIX = "/openai/v1"
+PROXY_CALL_PATH = PROXY_ATTEMPT_PATH + OPENAI_SUFFIX
+AGL_CALL_PATH = PROXY_ATTEMPT_PATH + AGL_OPENAI_SUFFIX
 PROXY_CALL_MARK = PROXY_PREFIX + PROXY_CALL_PATH.split("{", 1)[0]  # "/proxy/rollout/"
+
+# Agent Lightning v1.0's events endpoint on the store server (a reward, or any other event).
+AGL_EVENTS_PATH = "/api/rollouts/{rollout_id}/attempt/{attempt_id}/events"
+AGL_REWARD_EVENT = "reward"
+AGL_MODEL_REQUEST_EVENT = "model_request"  # recorded by the proxy, never posted
 
 
 def proxy_base_url(proxy_url: str, rollout_id: str, attempt_id: str, mode: str) -> str:
@@ -68,6 +86,21 @@ def proxy_base_url(proxy_url: str, rollout_id: str, attempt_id: str, mode: str) 
         rollout_id=quote(rollout_id, safe=""), attempt_id=quote(attempt_id, safe=""), mode=mode
     )
     return proxy_url.rstrip("/") + path
+
+
+def agl_base_url(base_url: str) -> str:
+    """A proxy base URL in Agent Lightning v1.0's `/openai/v1` form; any other URL unchanged."""
+    if is_proxy_url(base_url) and base_url.endswith(OPENAI_SUFFIX):
+        return base_url[: -len(OPENAI_SUFFIX)] + AGL_OPENAI_SUFFIX
+    return base_url
+
+
+def agl_event_url(store_url: str, rollout_id: str, attempt_id: str) -> str:
+    """Agent Lightning v1.0's `AGL_EVENT_URL` of one attempt on the store server at `store_url`."""
+    path = AGL_EVENTS_PATH.format(
+        rollout_id=quote(rollout_id, safe=""), attempt_id=quote(attempt_id, safe="")
+    )
+    return store_url.rstrip("/") + path
 
 
 def is_proxy_url(base_url: str) -> bool:

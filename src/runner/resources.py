@@ -110,7 +110,7 @@ def build_resources(
                 if proxy_url
                 else resource.endpoints[0]
             )
-            sampling = {**resource.sampling, **resource.sampling_by_mode.get(mode, {})}
+            sampling = {**resource.sampling, **resource.mode_sampling(mode)}
             llms[version.name] = ResolvedLLM(
                 base_url=base_url,
                 model=resource.model,

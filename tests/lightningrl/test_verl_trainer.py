@@ -225,3 +225,50 @@ def test_spans_to_a_verl_update_end_to_end(model_dir: Path) -> None:
 
     assert metrics["sequences"] == 4.0 and metrics["tokens"] == 8.0
     assert after.item() > before.item()
+
+
+def sampled_at(rollout_id: str, temperature: float | None) -> list[TrainingSequence]:
+    """One rollout's sequences from an LLM span recorded at `temperature` (None: not recorded)."""
+    attributes: dict[str, object] = {
+        semconv.LLM_PROMPT_TOKEN_IDS: [1, 5, 6, 9],
+        semconv.LLM_RESPONSE_TOKEN_IDS: [11, 40, 77, 2],
+        semconv.LLM_RESPONSE_LOGPROBS: [-3.0] * 4,
+    }
+    if temperature is not None:
+        attributes[semconv.GEN_AI_TEMPERATURE] = temperature
+    span = Span(rollout_id=rollout_id, attempt_id="a", trace_id="t", span_id="s", name="chat",
+                attributes=attributes, sequence_id=1)  # fmt: skip
+    reward = Reward(rollout_id=rollout_id, value=1.0, reward_id=f"w-{rollout_id}", create_time=0.0)
+    return assign_credit([span], [reward]).sequences
+
+
+def test_log_probs_are_scored_at_the_temperature_the_spans_record(model_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    batch = collate(sampled_at("r1", 0.2) + sampled_at("r2", 0.2))
+    assert batch.temperature == 0.2
+    trainer = VerlActorTrainer(model_dir, TrainerConfig(lr=1e-2))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    prompt_len = batch.prompts.shape[1]
+    steps = logits[:, prompt_len - 1 : -1].float()
+    at_02 = torch.log_softmax(steps / 0.2, dim=-1).gather(2, batch.responses[:, :, None]).squeeze(2)
+    at_1 = torch.log_softmax(steps, dim=-1).gather(2, batch.responses[:, :, None]).squeeze(2)
+    scored = trainer.compute_log_probs(batch)
+    # Measured: verl's fp32 CPU path is within 5e-7 of the plain forward at 0.2 (and 0.95 from it at 1.0).
+    torch.testing.assert_close(scored, at_02, atol=1e-4, rtol=0)
+    assert (scored - at_1).abs().max().item() > 0.1  # scoring at 1.0 would be detectably different
+
+    with pytest.raises(ValueError, match="temperature 0.2, but rollout_is_threshold=2.0"):
+        trainer.train_step(batch, torch.ones(batch.responses.shape))
+    unrecorded = collate(sampled_at("r3", None))
+    assert unrecorded.temperature == 1.0  # a span without a temperature: the servers' default
+    torch.testing.assert_close(trainer.compute_log_probs(unrecorded), at_1[:1], atol=1e-4, rtol=0)
+
+
+def test_a_batch_of_several_temperatures_or_a_greedy_one_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"temperatures \[0.2, 1.0\] cannot share one batch"):
+        collate(sampled_at("r1", 0.2) + sampled_at("r2", 1.0))
+    with pytest.raises(ValueError, match="temperature 0.0 .greedy."):
+        collate(sampled_at("r1", 0.0))

@@ -99,11 +99,13 @@ def stub_upstream() -> FastAPI:
     app = FastAPI()
     app.state.fail = []  # statuses to answer with, one per call, before succeeding
     app.state.calls = 0
+    app.state.bodies = []  # every request body, as the upstream received it
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: Request) -> Response:
         body = orjson.loads(await request.body())
         app.state.calls += 1
+        app.state.bodies.append(body)
         if app.state.fail:
             status = app.state.fail.pop(0)
             return JSONResponse({"error": {"message": f"stub failure {status}", "code": status}}, status)

@@ -97,7 +97,7 @@ async def test_token_ids_and_logprobs_reach_an_agent_that_asks(env: Env) -> None
 
 @pytest.mark.parametrize(
     ("mode", "asked", "recorded"),
-    [("val", 0.9, 0.0), ("test", None, 0.0), ("train", 0.7, 0.7), ("train", None, None)],
+    [("val", 0.9, 0.7), ("test", None, 0.0), ("train", 0.7, 1.0), ("train", None, 1.0)],
 )
 async def test_sampling_follows_the_mode(
     env: Env, mode: str, asked: float | None, recorded: float | None

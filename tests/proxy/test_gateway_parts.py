@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from lightningstore import LLM
+from lightningstore import LLM, semconv
+from lightningstore.llm_call import AGENT_SAMPLING_KEYS, request_attributes
 from lightningstore.llm_record import CallRecord
 from lightningstore.proxy import ProxyConfig, endpoint_order
 from lightningstore.proxy.request import prepare
@@ -19,6 +20,7 @@ RESOURCE = LLM(
     sampling={"temperature": 1.0, "max_tokens": 64},
     sampling_by_mode={"val": {"temperature": 0.0}, "train": {"top_p": 0.9}},
 )
+OPTED_OUT = ProxyConfig(mode_overrides_win=frozenset({"val", "test"}))
 CHAT = {"model": "gpt", "messages": [{"role": "user", "content": "x"}]}
 
 
@@ -26,7 +28,8 @@ CHAT = {"model": "gpt", "messages": [{"role": "user", "content": "x"}]}
     ("mode", "agent", "config", "expected"),
     [
         ("train", {}, ProxyConfig(), {"temperature": 1.0, "max_tokens": 64, "top_p": 0.9}),
-        ("train", {"temperature": 0.2, "top_p": 0.5}, ProxyConfig(), {"temperature": 0.2, "top_p": 0.5}),
+        ("train", {"temperature": 0.2, "top_p": 0.5}, ProxyConfig(), {"temperature": 1.0, "top_p": 0.9}),
+        ("train", {"temperature": 0.2, "top_p": 0.5}, OPTED_OUT, {"temperature": 0.2, "top_p": 0.5}),
         ("train", {"temperature": None}, ProxyConfig(), {"temperature": 1.0}),
         ("train", {"temperature": 0.2}, ProxyConfig(defaults_win=True), {"temperature": 1.0}),
         ("val", {"temperature": 0.8, "max_tokens": 5}, ProxyConfig(), {"temperature": 0.0, "max_tokens": 5}),
@@ -40,6 +43,40 @@ def test_sampling_merge(mode: str, agent: dict, config: ProxyConfig, expected: d
     assert {key: call.body.get(key) for key in expected} == expected
     assert call.body["return_token_ids"] is True and call.body["logprobs"] is True
     assert not call.wants_logprobs and not call.wants_token_ids
+
+
+@pytest.mark.parametrize(
+    ("mode", "resource", "expected"),
+    [
+        ("train", LLM(endpoints=["http://a/v1"], model="m"), {"temperature": 1.0, "top_p": 1.0}),
+        ("val", LLM(endpoints=["http://a/v1"], model="m"), {"temperature": 0.7, "top_p": 0.5}),
+        ("test", LLM(endpoints=["http://a/v1"], model="m"), {"temperature": 0.0, "top_p": 0.5}),
+        (
+            "train",
+            LLM(endpoints=["http://a/v1"], model="m", respect_agent_sampling=["train"]),
+            {"temperature": 0.2, "top_p": 0.5},
+        ),
+        (
+            "val",
+            LLM(endpoints=["http://a/v1"], model="m", sampling_by_mode={"val": {"top_p": 0.95}}),
+            {"temperature": 0.7, "top_p": 0.95},
+        ),
+    ],
+)
+def test_mode_defaults_replace_the_agents_sampling(mode: str, resource: LLM, expected: dict) -> None:
+    agent = {**CHAT, "temperature": 0.2, "top_p": 0.5}
+    call = prepare("chat", agent, resource, mode, ProxyConfig())
+    assert {key: call.body.get(key) for key in expected} == expected
+    attributes = request_attributes("chat", call.body, "openai", call.original)
+    overridden = {
+        key: agent[key] for key in ("temperature", "top_p") if expected[key] != agent[key]
+    }  # the agent's values the proxy did not send are on the span, and only those
+    assert {
+        key: attributes[attribute]
+        for key, attribute in AGENT_SAMPLING_KEYS.items()
+        if attribute in attributes
+    } == overridden
+    assert attributes[semconv.GEN_AI_TEMPERATURE] == expected["temperature"]
 
 
 def test_completions_ask_for_one_logprob_unless_the_agent_asked_more() -> None:

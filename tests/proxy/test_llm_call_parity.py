@@ -71,7 +71,7 @@ async def instrumented_span(env: Env, resources_id: str) -> Any:
 
 async def test_a_call_gives_the_same_llm_span_through_the_proxy_and_the_instrumentation(env: Env) -> None:
     resources = await env.store.add_resources(
-        {"llm": LLM(endpoints=[f"{env.stub.url}/v1"], model="stub-model")}
+        {"llm": LLM(endpoints=[f"{env.stub.url}/v1"], model="stub-model", respect_agent_sampling=["train"])}
     )
 
     proxied = call_view(await proxied_span(env, resources.resources_id))
@@ -90,7 +90,7 @@ async def test_a_call_gives_the_same_llm_span_through_the_proxy_and_the_instrume
 
 async def test_a_failed_call_is_recorded_alike_and_not_trainable(env: Env) -> None:
     resources = await env.store.add_resources(
-        {"llm": LLM(endpoints=[f"{env.stub.url}/v1"], model="stub-model")}
+        {"llm": LLM(endpoints=[f"{env.stub.url}/v1"], model="stub-model", respect_agent_sampling=["train"])}
     )
 
     env.stub.app.state.fail = [400]

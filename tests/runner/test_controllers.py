@@ -71,6 +71,30 @@ def test_attempt_environment() -> None:
     )
 
 
+def test_agent_lightning_v1_names_are_set_beside_ours() -> None:
+    proxied = ResolvedLLM(
+        base_url="http://store:4747/proxy/rollout/Roll_Out%2FID.1/attempt/at-1/mode/val/v1",
+        model="tiny",
+        api_key="k",
+    )
+    env = attempt_environment(
+        resources(llms={"llm": proxied}, mode="val"), "t", store_url="http://store:4747/"
+    )
+    assert (
+        env["AGL_OPENAI_BASE_URL"]
+        == "http://store:4747/proxy/rollout/Roll_Out%2FID.1/attempt/at-1/mode/val/openai/v1"
+    )
+    assert env["AGL_EVENT_URL"] == "http://store:4747/api/rollouts/Roll_Out%2FID.1/attempt/at-1/events"
+    assert env["AGL_KEY"] == env["OPENAI_API_KEY"] == "key-1"
+    # Without a store URL the events endpoint is the proxy's own server; without a proxy there is none.
+    bare = attempt_environment(resources(llms={"llm": proxied}), "t", store_url=None)
+    assert bare["AGL_EVENT_URL"] == env["AGL_EVENT_URL"]
+    vendor = ResolvedLLM(base_url="http://model:8000/v1", model="tiny", api_key="k")
+    direct = attempt_environment(resources(llms={"llm": vendor}), "t", store_url=None)
+    assert "AGL_EVENT_URL" not in direct
+    assert direct["AGL_OPENAI_BASE_URL"] == direct["OPENAI_BASE_URL"]  # not a proxy URL: unchanged
+
+
 async def test_local_controller_runs_one_process_per_rollout(
     sql_store: SqlStore, store_server: StoreServer, inference_url: str, tmp_path: Path
 ) -> None:

@@ -225,8 +225,9 @@ async def test_resources_training_production_proxy_and_agent_key(sql_store: SqlS
     )
     assert train.llm.version_id == newer.versions["policy"].version_id and train.llm.model == "tiny"
     assert verify_agent_key("s3cret", train.llm.api_key) == (train.rollout_id, train.attempt_id)
-    assert train.llm.sampling == {"temperature": 0.7}
-    assert seen["val"].llm.sampling == {"temperature": 0.0} and "/mode/val/v1" in seen["val"].llm.base_url
+    # What the proxy sends: train samples the model's own distribution, val at 0.7 (`MODE_SAMPLING`).
+    assert train.llm.sampling == {"temperature": 1.0, "top_p": 1.0}
+    assert seen["val"].llm.sampling == {"temperature": 0.7} and "/mode/val/v1" in seen["val"].llm.base_url
 
     # Production follows the gate: the approved version (the first), not the set's newer candidate.
     await sql_store.enqueue_rollout("prod", resources_id=newer.resources_id)

@@ -166,10 +166,12 @@ class _Open:
     span_ids: list[str] = field(default_factory=list)
 
     def continues(self, call: LlmCall) -> bool:
-        """The call's prompt starts with this sequence's whole token history, from the same agent."""
+        """The call's prompt starts with this sequence's whole token history, from the same agent and
+        at the same temperature (a sequence is scored at one)."""
         history = self.prompt + self.response
         prompt = call.prompt_ids or ()
-        return call.agent_name == self.first.agent_name and list(prompt[: len(history)]) == history
+        same_source = (call.agent_name, call.temperature) == (self.first.agent_name, self.first.temperature)
+        return same_source and list(prompt[: len(history)]) == history
 
     def append(self, call: LlmCall, value: float, context: list[int]) -> None:
         """Add the tokens the model did not generate (masked), then the call's response."""
@@ -196,6 +198,7 @@ class _Open:
             group_id=group_id,
             agent_name=self.first.agent_name,
             span_ids=self.span_ids,
+            temperature=self.first.temperature,
         )
 
 

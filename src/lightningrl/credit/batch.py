@@ -26,6 +26,8 @@ class SequenceBatch:
     sequence_rewards: torch.Tensor  # (B,) float
     group_ids: list[str]
     rollout_ids: list[str]
+    temperature: float = 1.0
+    """The one temperature every row was sampled at: log-probs are scored from logits / temperature."""
 
     def __len__(self) -> int:
         return self.prompts.shape[0]
@@ -62,13 +64,39 @@ class SequenceBatch:
             sequence_rewards=self.sequence_rewards[index],
             group_ids=[self.group_ids[i] for i in picked],
             rollout_ids=[self.rollout_ids[i] for i in picked],
+            temperature=self.temperature,
         )
 
 
+def batch_temperature(sequences: Sequence[TrainingSequence]) -> float:
+    """The temperature all `sequences` were sampled at; ValueError when they differ or one is not > 0.
+
+    A batch is scored at one temperature (verl's `meta_info["temperature"]`), so sequences sampled at
+    several are refused rather than scored at the wrong one: each sampled at temperature T has
+    log-probs of logits / T, and mixing would make the policy ratio compare different distributions.
+    """
+    temperatures = sorted({s.temperature for s in sequences})
+    if len(temperatures) > 1:
+        raise ValueError(
+            f"sequences sampled at temperatures {temperatures} cannot share one batch (it is scored at one "
+            "temperature): keep the proxy's train-mode rewrite (1.0) or give every train-mode call one "
+            "temperature"
+        )
+    if temperatures and not temperatures[0] > 0:
+        raise ValueError(
+            f"sequences sampled at temperature {temperatures[0]} (greedy) have no log-probs to train on: "
+            "train-mode calls need a temperature > 0"
+        )
+    return temperatures[0] if temperatures else 1.0
+
+
 def collate(sequences: Sequence[TrainingSequence], pad_token_id: int = 0) -> SequenceBatch:
-    """Pad sequences into one batch; a sequence without a group id is its rollout's own group."""
+    """Pad sequences into one batch; a sequence without a group id is its rollout's own group.
+
+    All sequences must share one temperature (`batch_temperature`)."""
     if not sequences:
         raise ValueError("collate needs at least one sequence, got none")
+    temperature = batch_temperature(sequences)
     size = len(sequences)
     prompt_len = max(len(s.prompt_ids) for s in sequences)
     response_len = max(len(s.response_ids) for s in sequences)
@@ -108,4 +136,5 @@ def collate(sequences: Sequence[TrainingSequence], pad_token_id: int = 0) -> Seq
         sequence_rewards=torch.tensor([s.sequence_reward for s in sequences], dtype=torch.float32),
         group_ids=[s.group_id if s.group_id is not None else s.rollout_id for s in sequences],
         rollout_ids=[s.rollout_id for s in sequences],
+        temperature=temperature,
     )

@@ -9,6 +9,9 @@ from typing import Any
 from lightningstore import semconv
 from lightningstore.span import Span
 
+DEFAULT_TEMPERATURE = 1.0
+"""The temperature of a call whose span records none: OpenAI-compatible servers' default."""
+
 
 @dataclass(frozen=True)
 class LlmCall:
@@ -22,6 +25,8 @@ class LlmCall:
     prompt_ids: tuple[int, ...] | None
     response_ids: tuple[int, ...] | None
     logprobs: tuple[float, ...] | None
+    temperature: float
+    """The temperature the call was sampled at (the span's `gen_ai.request.temperature`, as sent)."""
     trainable: bool
     """The span's `lightningrl.llm.trainable` (decided once, when it was recorded: see
     `lightningstore.llm_call.is_trainable`); see `_trainable` for spans recorded without it."""
@@ -72,6 +77,7 @@ def _read_call(index: int, span: Span) -> LlmCall:
         prompt_ids=prompt_ids,
         response_ids=response_ids,
         logprobs=logprobs,
+        temperature=_temperature(attributes.get(semconv.GEN_AI_TEMPERATURE)),
         trainable=_trainable(attributes.get(semconv.LLM_TRAINABLE), prompt_ids, response_ids, logprobs),
     )
 
@@ -97,6 +103,12 @@ def _trainable(
         and logprobs is not None
         and len(logprobs) == len(response_ids or ())
     )
+
+
+def _temperature(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return DEFAULT_TEMPERATURE
 
 
 def _ints(value: Any) -> tuple[int, ...] | None:

@@ -32,6 +32,8 @@ class TrainingSequence:
     """The group advantages are baselined over (e.g. the task of a GRPO group); set by the caller."""
     agent_name: str | None = None
     span_ids: list[str] = field(default_factory=list)
+    temperature: float = 1.0
+    """The temperature its calls were sampled at (calls of different temperatures never merge)."""
 
     @property
     def num_calls(self) -> int:

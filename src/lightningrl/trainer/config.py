@@ -28,8 +28,6 @@ class TrainerConfig:
     ppo_epochs: int = 1
     shuffle: bool = False
     seed: int = 42
-    temperature: float = 1.0
-    """Sampling temperature of the rollouts: log-probs are computed from logits / temperature."""
     loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     strategy: str = "fsdp2"
     param_dtype: str | None = None

@@ -19,10 +19,8 @@ def reference_optimizer(model: torch.nn.Module, config: TrainerConfig) -> torch.
     )
 
 
-def response_log_probs(
-    model: torch.nn.Module, batch: SequenceBatch, temperature: float = 1.0
-) -> torch.Tensor:
-    """log p(response token | everything before it), (B, R); 0 on padding."""
+def response_log_probs(model: torch.nn.Module, batch: SequenceBatch) -> torch.Tensor:
+    """log p(response token | everything before it) at the batch's sampling temperature, (B, R); 0 on padding."""
     from verl.utils.torch_functional import logprobs_from_logits
 
     prompt_len = batch.prompts.shape[1]
@@ -30,7 +28,7 @@ def response_log_probs(
         input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
     ).logits
     # Position t predicts token t + 1: the response's logits start one before it.
-    logits = logits[:, prompt_len - 1 : -1].float() / temperature  # (B, R, V)
+    logits = logits[:, prompt_len - 1 : -1].float() / batch.temperature  # (B, R, V)
     log_probs = logprobs_from_logits(logits, batch.responses)  # (B, R)
     return log_probs * batch.attention_mask[:, prompt_len:]
 
@@ -51,14 +49,14 @@ def torch_reference_step(
     mask = batch.response_mask
     model.train()
     with torch.no_grad():
-        old_log_probs = response_log_probs(model, batch, config.temperature)
+        old_log_probs = response_log_probs(model, batch)
     weights = None
     if config.loss.rollout_is_threshold is not None:
         weights, _ = truncated_is_weights(
             old_log_probs, batch.rollout_log_probs, mask, config.loss.rollout_is_threshold
         )
 
-    log_probs = response_log_probs(model, batch, config.temperature)
+    log_probs = response_log_probs(model, batch)
     loss, metrics = policy_loss(
         log_probs,
         old_log_probs,

@@ -18,11 +18,10 @@ class ReferencePolicy:
     (the verl/torch parity test checks the two paths agree).
     """
 
-    def __init__(self, model_dir: str | Path, temperature: float = 1.0, device: str = "cpu") -> None:
+    def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
         from transformers import AutoModelForCausalLM
 
         self.device = device
-        self.temperature = temperature
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device).eval()
         for parameter in self.model.parameters():
             parameter.requires_grad_(False)
@@ -30,4 +29,4 @@ class ReferencePolicy:
     @torch.no_grad()
     def log_probs(self, batch: SequenceBatch) -> torch.Tensor:
         """log p_ref of every response token, (B, R), zero on padding."""
-        return response_log_probs(self.model, batch.to(self.device), self.temperature).cpu()
+        return response_log_probs(self.model, batch.to(self.device)).cpu()

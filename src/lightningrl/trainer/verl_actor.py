@@ -53,7 +53,7 @@ class VerlActorTrainer:
         self._worker.set_loss_fn(partial(ppo_loss, config=self._actor_config))
         self._reference: ReferencePolicy | None = None
         if self.config.loss.kl_loss_coef > 0:
-            self._reference = ReferencePolicy(self.model_dir, self.config.temperature, self.device)
+            self._reference = ReferencePolicy(self.model_dir, self.device)
 
     def _verl_configs(self) -> tuple[Any, Any]:
         """The actor and worker configs `ActorRolloutRefWorker.init_model` would build."""
@@ -128,7 +128,8 @@ class VerlActorTrainer:
             {
                 "calculate_entropy": False,
                 "compute_loss": False,
-                "temperature": self.config.temperature,
+                # The rollouts' own sampling temperature (recorded on their spans), never a setting.
+                "temperature": batch.temperature,
                 "global_token_num": batch.attention_mask.sum(dim=1).tolist(),
                 "micro_batch_size_per_gpu": divisor_at_most(len(batch), self.config.micro_batch_size),
             },
@@ -149,6 +150,14 @@ class VerlActorTrainer:
                 f"advantages must be {tuple(batch.responses.shape)}, got {tuple(advantages.shape)}"
             )
         loss_config = self.config.loss
+        if batch.temperature != 1.0 and loss_config.rollout_is_threshold is not None:
+            # Backends report temperature-1 logprobs (vLLM's default, our server's): the IS weights
+            # would compare them with log-probs at another temperature.
+            raise ValueError(
+                f"the batch was sampled at temperature {batch.temperature}, but rollout_is_threshold="
+                f"{loss_config.rollout_is_threshold} compares with the backend's temperature-1 logprobs: "
+                "set rollout_is_threshold=None to train on it"
+            )
         real_rows = len(batch)
         mini_batch = self.config.mini_batch_size or len(batch)
         padding = -len(batch) % mini_batch
@@ -172,7 +181,7 @@ class VerlActorTrainer:
             tensors,
             {
                 "calculate_entropy": loss_config.entropy_coeff != 0.0,
-                "temperature": self.config.temperature,
+                "temperature": batch.temperature,
                 "global_batch_size": mini_batch,
                 "mini_batch_size": mini_batch,
                 "epochs": self.config.ppo_epochs,

@@ -12,8 +12,9 @@ class ProxyConfig:
 
     resource_name: str = "llm"
     """The resource whose `approved` version serves rollouts that have no `resources_id`."""
-    mode_overrides_win: frozenset[str] = frozenset({"val", "test"})
-    """Modes whose `sampling_by_mode` values replace the agent's own; elsewhere the agent's win."""
+    mode_overrides_win: frozenset[str] = frozenset({"train", "val", "test"})
+    """Modes whose sampling (`LLM.mode_sampling`) replaces the agent's own; elsewhere the agent's win.
+    Leaving "train" out (or an LLM's `respect_agent_sampling`) opts out of the train-mode rewrite."""
     defaults_win: bool = False
     """Whether the resource's `sampling` defaults replace the agent's own values (else only fill gaps)."""
     max_retries: int = 3

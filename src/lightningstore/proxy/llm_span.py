@@ -45,8 +45,9 @@ def build_span(
         semconv.ROLLOUT_ID: context.rollout_id,
         semconv.ATTEMPT_ID: context.attempt_id,
         semconv.AGENT_NAME: context.agent_name,
-        # The upstream body: the resource's model and sampling as sent, the agent's messages.
-        **llm_call_attributes(call.kind, call.body, record, bound.llm.provider),
+        # The upstream body: the resource's model and sampling as sent, the agent's messages; and the
+        # agent's own temperature/top_p where the mode's rewrite replaced them.
+        **llm_call_attributes(call.kind, call.body, record, bound.llm.provider, call.original),
         semconv.LLM_UPSTREAM: record.upstream,
         semconv.LLM_RETRIES: record.retries,
         semconv.LLM_LATENCY_MS: round((end_time - context.start_time) * 1000.0, 3),

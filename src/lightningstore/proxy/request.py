@@ -70,17 +70,19 @@ def _check_messages(messages: Any) -> None:
 
 
 def merge_sampling(body: JSON, agent: JSON, llm: LLM, mode: str, config: ProxyConfig) -> None:
-    """Write the resource's sampling into `body`: defaults, then the mode's overrides.
+    """Write the resource's sampling into `body`: defaults, then the mode's (`LLM.mode_sampling`).
 
     The agent's own values (non-null keys of `agent`) win over defaults unless `config.defaults_win`,
-    and over mode overrides unless the mode is in `config.mode_overrides_win`.
+    and over the mode's unless the mode is in `config.mode_overrides_win` and not in the resource's
+    `respect_agent_sampling`. By default every mode's values win: in train mode the trainer's log-probs
+    assume temperature 1.0 and top_p 1.0, whatever the agent asked.
     """
     given = {key for key, value in agent.items() if value is not None}
     for key, value in llm.sampling.items():
         if config.defaults_win or key not in given:
             body[key] = value
-    overrides_win = mode in config.mode_overrides_win
-    for key, value in llm.sampling_by_mode.get(mode, {}).items():
+    overrides_win = mode in config.mode_overrides_win and mode not in llm.respect_agent_sampling
+    for key, value in llm.mode_sampling(mode).items():
         if overrides_win or key not in given:
             body[key] = value
 

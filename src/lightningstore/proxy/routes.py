@@ -16,9 +16,10 @@ from lightningstore.proxy.gateway import Gateway, authorize
 from lightningstore.proxy.request import Kind
 from lightningstore.status import RolloutMode
 
-CALL = semconv.PROXY_CALL_PATH.format(
-    rollout_id="{rollout_id:id}", attempt_id="{attempt_id:id}", mode="{mode}"
-)
+_IDS = {"rollout_id": "{rollout_id:id}", "attempt_id": "{attempt_id:id}", "mode": "{mode}"}
+CALL = semconv.PROXY_CALL_PATH.format(**_IDS)
+AGL_CALL = semconv.AGL_CALL_PATH.format(**_IDS)
+"""The same calls at Agent Lightning v1.0's `/openai/v1` base URL: an agent written for it runs unchanged."""
 ADMIN_ROLES = frozenset({Role.ADMIN, Role.ALGORITHM})
 
 router = APIRouter(prefix=semconv.PROXY_PREFIX, tags=["proxy"])
@@ -41,18 +42,21 @@ async def _call(
 
 
 @router.post(CALL + "/chat/completions", response_model=None)
+@router.post(AGL_CALL + "/chat/completions", response_model=None)
 async def chat_completions(request: Request, rollout_id: str, attempt_id: str, mode: RolloutMode) -> Response:
     """OpenAI chat completions for one attempt, recorded as one LLM span with exact token ids."""
     return await _call(request, "chat", rollout_id, attempt_id, mode)
 
 
 @router.post(CALL + "/completions", response_model=None)
+@router.post(AGL_CALL + "/completions", response_model=None)
 async def completions(request: Request, rollout_id: str, attempt_id: str, mode: RolloutMode) -> Response:
     """OpenAI text completions for one attempt, recorded as one LLM span with exact token ids."""
     return await _call(request, "completion", rollout_id, attempt_id, mode)
 
 
 @router.get(CALL + "/models", response_model=None)
+@router.get(AGL_CALL + "/models", response_model=None)
 async def models(
     gateway: GatewayDep, caller: CallerDep, rollout_id: str, attempt_id: str, mode: RolloutMode
 ) -> dict[str, Any] | Response:

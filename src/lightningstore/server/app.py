@@ -21,7 +21,7 @@ from lightningstore.server.auth import declare_bearer_security
 from lightningstore.server.body_limit import BodyLimitMiddleware
 from lightningstore.server.error_handlers import install_error_handlers
 from lightningstore.server.rate_limit import RateLimiter, RateLimitMiddleware
-from lightningstore.server.routes import attempts, otlp, resources, rollouts, system, telemetry
+from lightningstore.server.routes import attempts, events, otlp, resources, rollouts, system, telemetry
 from lightningstore.server.schemas import ErrorBody
 from lightningstore.server.watchdog import run_watchdog
 from lightningstore.store import LightningStore
@@ -89,7 +89,7 @@ def build_app(
     app.state.max_body_bytes = max_body_bytes
     app.state.rate_limiter = limiter
     # Hot paths first: routes are matched in order.
-    for module in (rollouts, telemetry, attempts, system, resources, otlp):
+    for module in (rollouts, telemetry, attempts, system, resources, otlp, events):
         app.include_router(module.router)
     declare_bearer_security(app)
     install_error_handlers(app)

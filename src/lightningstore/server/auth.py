@@ -24,7 +24,7 @@ def context(request: Request) -> tuple[LightningStore, Caller]:
 
 
 def declare_bearer_security(app: FastAPI) -> None:
-    """Add the bearer scheme to the generated OpenAPI document (every /v1 operation uses it)."""
+    """Add the bearer scheme to the generated OpenAPI document (every /v1 and /api operation uses it)."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -32,7 +32,7 @@ def declare_bearer_security(app: FastAPI) -> None:
             schema = build()
             schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEME
             for path, operations in schema.get("paths", {}).items():
-                if path.startswith("/v1/"):
+                if path.startswith(("/v1/", "/api/")):
                     for operation in operations.values():
                         operation["security"] = [{"bearer": []}]
             app.openapi_schema = schema
