@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -56,6 +57,7 @@ SCRIPT = textwrap.dedent(
     """
 )
 
+RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 NOISE = (
     "Loading weights",
     "Writing model shards",
@@ -74,9 +76,12 @@ NOISE = (
 def test_a_training_step_path_prints_no_third_party_noise(tmp_path: Path) -> None:
     script = tmp_path / "step.py"
     script.write_text(SCRIPT)
+    # A trainer made earlier in this pytest process set the rendezvous variables to its own port.
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}
     # One pipe for both streams, unbuffered: what came before the marker is our calls' output.
     done = subprocess.run(
         [sys.executable, "-u", str(script), str(tmp_path)],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
