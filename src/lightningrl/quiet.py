@@ -24,7 +24,7 @@ from typing import Any, TextIO
 VERL_ENGINE_WARNING = r"(torchtitan|veomni|automodel|mindspeed|megatron) engine is not available"
 # Third-party loggers whose records below ERROR are dropped inside a quiet block. torch.fx warns once
 # that `is_fx_tracing` changed meaning when verl's nested tensors ask it: nothing a user can act on.
-QUIET_LOGGERS = ("torch.fx._symbolic_trace", "verl")
+QUIET_LOGGERS = ("torch.fx._symbolic_trace",)
 
 _state = threading.local()
 _install_lock = threading.Lock()
@@ -47,6 +47,8 @@ class _ThreadMutedStream:
 
     def __init__(self, target: TextIO) -> None:
         self.target = target
+        self.users = 0
+        """Quiet blocks (any thread) inside which this proxy is installed."""
 
     def write(self, text: str) -> int:
         return len(text) if _quiet_here() else self.target.write(text)
@@ -92,13 +94,12 @@ def _muted_stdout() -> Iterator[None]:
         if proxy is None:
             proxy = _ThreadMutedStream(sys.stdout)
             sys.stdout = proxy  # type: ignore[assignment]
-        users = getattr(proxy, "users", 0) + 1
-        proxy.users = users  # type: ignore[attr-defined]
+        proxy.users += 1
     try:
         yield
     finally:
         with _install_lock:
-            proxy.users -= 1  # type: ignore[attr-defined]
+            proxy.users -= 1
             # Someone (rich's Live, pytest's capture) may have swapped stdout since: leave theirs alone.
             if proxy.users == 0 and sys.stdout is proxy:
                 sys.stdout = proxy.target
