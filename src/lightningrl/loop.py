@@ -13,7 +13,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
 from algorithm.base import primary_reward
@@ -22,6 +21,7 @@ from lightningrl.advantages import compute_advantages
 from lightningrl.config import LightningRLConfig
 from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, collate
 from lightningrl.metrics import MetricsLog, plot_reward_curve
+from lightningrl.progress import StepProgress, step_info
 from lightningrl.release.stop import stop_reason
 from lightningrl.reload import reload_endpoints
 from lightningrl.trainer.protocol import Trainer
@@ -143,7 +143,6 @@ class LightningRL(Algorithm):
         if cfg.validate_first and cfg.val_every and self.val_tasks and self.global_step == 0:
             self.metrics.log({"step": 0, **(await self.validate(0))})
         with self._progress() as progress:
-            bar = progress.add_task("RL steps", total=cfg.steps, info="")
             for local_step in range(1, cfg.steps + 1):
                 self.global_step += 1
                 step = self.global_step
@@ -166,10 +165,9 @@ class LightningRL(Algorithm):
                 await self._check_stop(row)
                 row["step_seconds"] = time.perf_counter() - t0
                 self.metrics.log(row)
-                info = f"reward {row['train/reward_mean']:.2f}"
-                if "val/success" in row:
-                    info += f"  held-out {row['val/success']:.2f}"
-                progress.update(bar, advance=1, info=info)
+                progress.advance(
+                    step_info(row["train/reward_mean"], row["step_seconds"], row.get("val/success"))
+                )
                 if self.stopped_reason is not None:
                     self._report_stop(step)
                     break
@@ -338,15 +336,10 @@ class LightningRL(Algorithm):
         config = json.loads((Path(llm.checkpoint or "") / "config.json").read_text())
         return int(config.get("pad_token_id") or 0)
 
-    def _progress(self) -> Progress:
-        return Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=self.console,
-            disable=not self.config.show_progress,
+    def _progress(self) -> StepProgress:
+        """A bar on a terminal; one line per step (`step 3/60  reward 0.83  ...`) otherwise."""
+        return StepProgress(
+            self.console, self.config.steps, bar_label="RL steps", enabled=self.config.show_progress
         )
 
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from rich.progress import Progress
+from rich.console import Console
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from lightningrl.progress import StepProgress
+from lightningrl.quiet import quiet_third_party
 
 Demonstration = tuple[list[dict[str, str]], str]
 """(chat messages up to the model's turn, the completion the model should write)."""
@@ -53,11 +57,17 @@ def supervised_warmup(
     config: WarmupConfig | None = None,
     *,
     show_progress: bool = True,
+    console: Console | None = None,
+    report_every: int | None = None,
 ) -> tuple[Path, list[float]]:
-    """Fine-tune on completions only (prompt tokens masked); save an HF directory; return (dir, losses)."""
+    """Fine-tune on completions only (prompt tokens masked); save an HF directory; return (dir, losses).
+
+    Progress: a bar on a terminal; otherwise a line every `report_every` steps (default: a tenth of
+    them) with the loss and the steps per second since the last line."""
     config = config or WarmupConfig()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    with quiet_third_party():
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     model.train()
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
@@ -66,8 +76,18 @@ def supervised_warmup(
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, config.steps))
     pad = tokenizer.pad_token_id
     losses: list[float] = []
-    with Progress(disable=not show_progress, transient=True) as progress:
-        bar = progress.add_task("supervised warm-up", total=config.steps)
+    every = report_every or max(1, config.steps // 10)
+    progress = StepProgress(
+        console or Console(),
+        config.steps,
+        bar_label="supervised warm-up",
+        line_label="warm-up step",
+        every=every,
+        enabled=show_progress,
+        transient=True,
+    )
+    with progress:
+        rate = _StepRate()
         for _ in range(config.steps):
             batch = rng.sample(encoded, min(config.batch_size, len(encoded)))
             length = max(len(p) + len(c) for p, c in batch)
@@ -86,9 +106,23 @@ def supervised_warmup(
             optimizer.step()
             schedule.step()
             losses.append(loss.item())
-            progress.update(bar, advance=1, description=f"supervised warm-up loss {loss.item():.3f}")
+            progress.advance(f"loss {losses[-1]:.3f}  {rate.tick(every):.1f} steps/s")
     out = Path(out_dir)
     model.eval()
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    with quiet_third_party():
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
     return out, losses
+
+
+class _StepRate:
+    """Steps per second over the last `window` steps (what a progress line reports)."""
+
+    def __init__(self) -> None:
+        self._times: list[float] = [time.perf_counter()]
+
+    def tick(self, window: int) -> float:
+        self._times.append(time.perf_counter())
+        del self._times[: -(window + 1)]
+        elapsed = self._times[-1] - self._times[0]
+        return (len(self._times) - 1) / elapsed if elapsed > 0 else 0.0

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import re
 from pathlib import Path
 
 import pytest
 from openai import AsyncOpenAI
+from rich.console import Console
 
 from algorithm import Evaluate, Task
 from lightningrl.config import LightningRLConfig
@@ -19,6 +22,7 @@ from lightningstore import LLM, RolloutStatus, SqlStore
 from runner import Runner
 
 PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]
+STEP_LINE = re.compile(r"^step (\d+)/(\d+)  reward (\d\.\d\d)(?:  held-out (\d\.\d\d))?  (\d+\.\d) s$")
 
 
 async def pick_b_agent(task: dict, resources) -> float:
@@ -70,9 +74,9 @@ async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path)
             val_rollouts_per_task=16,
             output_dir=tmp_path / "run",
             trainer=TrainerConfig(lr=3e-3),
-            show_progress=False,
         )
-        rl = LightningRL(store, tasks, tasks, config)
+        console_output = io.StringIO()  # not a terminal: one plain line per step instead of the bar
+        rl = LightningRL(store, tasks, tasks, config, console=Console(file=console_output))
         before_set = await store.add_resource_set({"llm": root.version_id})
         before = await Evaluate(
             store, tasks, resources_id=before_set.resources_id, n=16, group_prefix="b/"
@@ -103,6 +107,16 @@ async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path)
         assert Path(child.resource.checkpoint).joinpath("config.json").exists()
     assert (await store.get_approved_version("llm")).version_id == root.version_id  # training never approves
     assert (tmp_path / "run" / "metrics.csv").exists() and (tmp_path / "run" / "reward_curve.png").exists()
+
+    lines = console_output.getvalue().splitlines()
+    assert len(lines) == len(trained_rows), lines
+    for line, row in zip(lines, trained_rows, strict=True):
+        match = STEP_LINE.match(line)
+        assert match, line
+        step, total, reward, heldout, seconds = match.groups()
+        assert (int(step), int(total)) == (row["step"], 12)
+        assert reward == f"{row['train/reward_mean']:.2f}" and seconds == f"{row['step_seconds']:.1f}"
+        assert heldout == (f"{row['val/success']:.2f}" if "val/success" in row else None), line
 
     assert len(continuous.rows) == rows_after_run + 1 and continuous.rows[-1]["step"] == len(trained_rows) + 1
     assert rl.version.parent_id == previous.version_id

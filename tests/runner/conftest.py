@@ -56,7 +56,10 @@ def inference_url(tiny_model: Path) -> Iterator[str]:
     """The tiny model behind the project's OpenAI-compatible inference server: its base URL (…/v1)."""
     from lightningrl.serving import create_app
 
-    app = create_app(tiny_model, device="cpu", max_batch_size=8, batch_wait_ms=5, cpu_threads=1)
+    # Served under the name the tests' LLM resources ask for: AutoGen warns when a reply names another.
+    app = create_app(
+        tiny_model, device="cpu", max_batch_size=8, batch_wait_ms=5, cpu_threads=1, served_model_name="tiny"
+    )
     url, server, thread = _serve_in_thread(app, "runner-test-inference")
     yield f"{url}/v1"
     server.should_exit = True  # type: ignore[attr-defined]

@@ -8,6 +8,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from lightningrl.quiet import quiet_third_party
+
 
 def resolve_device(device: str | None) -> str:
     """`device`, or CUDA when available and CPU otherwise."""
@@ -69,6 +71,7 @@ def load_model(checkpoint: str | Path, *, device: str, version: int) -> LoadedMo
     path = Path(checkpoint)
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint directory does not exist: {str(path)!r}")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype="auto").to(device).eval()
+    with quiet_third_party():  # no "Loading weights" bar on every reload
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype="auto").to(device).eval()
     return LoadedModel(checkpoint=path, version=version, model=model, tokenizer=tokenizer, device=device)

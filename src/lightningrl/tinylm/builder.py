@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
+from lightningrl.quiet import quiet_third_party
 from lightningrl.tinylm.corpus import training_lines
 from lightningrl.tinylm.spec import TinyModelSpec, TokenizerKind
 from lightningrl.tinylm.tokenizer import IM_END, PAD_TOKEN, train_tokenizer
@@ -93,8 +94,9 @@ def save_tiny_model(spec: TinyModelSpec, out_dir: str | Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(spec)
     model = build_model(spec, tokenizer)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    with quiet_third_party():
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
     (path / SPEC_FILE).write_text(json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
     return path
 

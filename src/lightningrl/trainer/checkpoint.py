@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from lightningrl.quiet import quiet_third_party
+
 # Written by save_pretrained from the weights, or weights themselves: never copied from the source.
 _MODEL_FILES = ("config.json", "generation_config.json")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".msgpack", ".h5")
@@ -27,7 +29,8 @@ def save_hf_model(params: Iterable[tuple[str, torch.Tensor]], source_dir: Path, 
     model.load_state_dict(state, strict=True, assign=True)
     model.tie_weights()
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
+    with quiet_third_party():  # no "Writing model shards" bar every step
+        model.save_pretrained(out_dir)
     for path in source_dir.iterdir():
         if path.is_file() and path.name not in _MODEL_FILES and not path.name.endswith(_WEIGHT_SUFFIXES):
             if not path.name.endswith(".index.json"):

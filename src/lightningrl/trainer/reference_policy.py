@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 from lightningrl.credit.batch import SequenceBatch
+from lightningrl.quiet import quiet_third_party
 from lightningrl.trainer.reference import response_log_probs
 
 
@@ -22,7 +23,9 @@ class ReferencePolicy:
         from transformers import AutoModelForCausalLM
 
         self.device = device
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device).eval()
+        with quiet_third_party():
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        self.model = model.to(device).eval()
         for parameter in self.model.parameters():
             parameter.requires_grad_(False)
 

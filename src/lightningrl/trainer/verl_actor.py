@@ -16,6 +16,7 @@ import torch
 
 from lightningrl.advantages import actor_loss_fields, truncated_is_weights
 from lightningrl.credit.batch import SequenceBatch
+from lightningrl.quiet import import_verl_engines, quiet_third_party
 from lightningrl.trainer.checkpoint import save_hf_model
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.process_group import ensure_process_group
@@ -45,11 +46,14 @@ class VerlActorTrainer:
             )
         ensure_process_group(self.device)
         self._actor_config, worker_config = self._verl_configs()
+        import_verl_engines()
         from verl.workers.engine_workers import TrainingWorker
         from verl.workers.utils.losses import ppo_loss
 
-        self._worker = TrainingWorker(config=worker_config)
-        self._worker.reset()
+        # verl prints its setup (parameter count, memory, NUMA affinity, schedule) to stdout.
+        with quiet_third_party():
+            self._worker = TrainingWorker(config=worker_config)
+            self._worker.reset()
         self._worker.set_loss_fn(partial(ppo_loss, config=self._actor_config))
         self._reference: ReferencePolicy | None = None
         if self.config.loss.kl_loss_coef > 0:
@@ -134,7 +138,8 @@ class VerlActorTrainer:
                 "micro_batch_size_per_gpu": divisor_at_most(len(batch), self.config.micro_batch_size),
             },
         )
-        output = self._worker.infer_batch(data)
+        with quiet_third_party():
+            output = self._worker.infer_batch(data)
         log_probs = response_values(output, "log_probs", data)
         return log_probs * batch.attention_mask[:, batch.prompts.shape[1] :]
 
@@ -191,7 +196,8 @@ class VerlActorTrainer:
                 "micro_batch_size_per_gpu": divisor_at_most(mini_batch, self.config.micro_batch_size),
             },
         )
-        output = self._worker.train_mini_batch(data)
+        with quiet_third_party():
+            output = self._worker.train_mini_batch(data)
         metrics = tu.get(output, "metrics")
         result = {
             "loss": mean_metric(metrics, "loss"),

@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from lightningrl.credit.batch import SequenceBatch
+from lightningrl.quiet import quiet_third_party
 
 
 def to_verl_input(batch: SequenceBatch, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> TensorDict:
@@ -27,7 +28,8 @@ def to_verl_input(batch: SequenceBatch, tensors: dict[str, torch.Tensor], meta: 
         },
         batch_size=[len(batch)],
     )
-    data = left_right_2_no_padding(padded)
+    with quiet_third_party():  # torch.fx logs a warning the first time a nested tensor is built
+        data = left_right_2_no_padding(padded)
     tu.assign_non_tensor(data, **meta)
     return data
 

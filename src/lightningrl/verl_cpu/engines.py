@@ -3,6 +3,8 @@
 verl registers its FSDP engines for "cuda" and "npu" only. Importing `verl.workers.engine` costs
 seconds, so the plugin does not import it; a one-shot import hook adds the "cpu" entries right after
 verl itself loads that package, in every process (Ray workers included) where the plugin is active.
+That import also warns about every optional engine (megatron, mindspeed, ...) that is not installed:
+the hook drops those warnings, and only those.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from lightningrl.quiet import no_verl_engine_warnings
 from lightningrl.verl_cpu.platform import PLATFORM_NAME
 
 ENGINE_PACKAGE = "verl.workers.engine"
@@ -51,7 +54,8 @@ class _RegisterAfterImport(importlib.abc.MetaPathFinder):
         exec_module = loader.exec_module
 
         def exec_then_register(module: ModuleType) -> None:
-            exec_module(module)
+            with no_verl_engine_warnings():
+                exec_module(module)
             register_cpu_engines()
 
         loader.exec_module = exec_then_register
