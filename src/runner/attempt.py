@@ -101,7 +101,14 @@ class AttemptExecution:
             self._agent_task.cancel()
 
     async def run(self) -> AttemptOutcome:
-        """Run the agent and end the attempt; never raises for the agent's faults."""
+        """Run the agent and end the attempt; never raises for the agent's faults.
+
+        The first heartbeat (preparing -> running) comes before the agent starts: an attempt ended
+        meanwhile (its rollout cancelled, say) never runs its agent."""
+        if not await self._beat():
+            self.recorder.close()
+            self.sink.close()
+            return AttemptOutcome(None, "the attempt ended before its agent started")
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name=f"heartbeat-{self.attempt_id}")
         try:
             outcome = await self._run_agent()
@@ -194,24 +201,28 @@ class AttemptExecution:
             result = await result
         return result
 
+    async def _beat(self) -> bool:
+        """One heartbeat and a flush of buffered spans; False when the attempt has ended elsewhere."""
+        try:
+            await self.store.heartbeat(self.rollout_id, self.attempt_id, worker_id=self.settings.worker_id)
+        except (IllegalTransitionError, NotFoundError) as error:
+            log.warning("attempt %s ended elsewhere (%s); stopping its agent", self.attempt_id, error)
+            return False
+        except Exception:
+            log.exception("heartbeat of attempt %s failed; retrying next interval", self.attempt_id)
+        try:
+            await self.recorder.flush()
+        except Exception:
+            log.exception("flushing spans of attempt %s failed; retrying next interval", self.attempt_id)
+        return True
+
     async def _heartbeat_loop(self) -> None:
-        """Heartbeat now and every interval, flushing buffered spans; stop the agent if the attempt ended."""
+        """Heartbeat every interval while the agent runs; stop the agent if the attempt ended."""
         while True:
-            try:
-                await self.store.heartbeat(
-                    self.rollout_id, self.attempt_id, worker_id=self.settings.worker_id
-                )
-            except (IllegalTransitionError, NotFoundError) as error:
-                log.warning("attempt %s ended elsewhere (%s); stopping its agent", self.attempt_id, error)
+            await asyncio.sleep(self.settings.heartbeat_interval)
+            if not await self._beat():
                 self.cancel(CancelReason.ENDED_ELSEWHERE)
                 return
-            except Exception:
-                log.exception("heartbeat of attempt %s failed; retrying next interval", self.attempt_id)
-            try:
-                await self.recorder.flush()
-            except Exception:
-                log.exception("flushing spans of attempt %s failed; retrying next interval", self.attempt_id)
-            await asyncio.sleep(self.settings.heartbeat_interval)
 
     async def _final_flush(self) -> str | None:
         """Deliver the last spans and rewards (bounded tries); the error text if they could not be."""
