@@ -29,15 +29,19 @@ class LitAgent:
 
 
 class FunctionAgent(LitAgent):
-    """A LitAgent wrapping one function `(task, resources) -> result` (what `@rollout` builds)."""
+    """A LitAgent wrapping one function `(task, resources) -> result` (what `@rollout` builds).
+
+    A second parameter named `llm` gets the rollout's one LLM (`resources.llm`: base_url, api_key,
+    model) instead of the whole AgentResources, as Agent Lightning's `(task, llm)` agents expect."""
 
     def __init__(self, func: Callable[..., Any], name: str | None = None) -> None:
-        parameters = inspect.signature(func).parameters
+        parameters = list(inspect.signature(func).parameters)
         if len(parameters) < 1:
             raise TypeError(f"a rollout function takes (task, resources), {func.__qualname__} takes none")
         self.func = func
         self.name = name
         self._wants_resources = len(parameters) >= 2
+        self._wants_llm = len(parameters) >= 2 and parameters[1] == "llm"
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
 
@@ -46,6 +50,8 @@ class FunctionAgent(LitAgent):
         return inspect.iscoroutinefunction(self.func)
 
     def rollout(self, task: Any, resources: AgentResources) -> Any:
+        if self._wants_llm:
+            return self.func(task, resources.llm)
         return self.func(task, resources) if self._wants_resources else self.func(task)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

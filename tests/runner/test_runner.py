@@ -373,3 +373,19 @@ async def test_progress_display_renders_counts(sql_store: SqlStore) -> None:
     text = console.export_text()
     assert "claimed" in text and "running" in text and "finished" in text and "failed" in text
     assert "3" in text and "2" in text
+
+
+async def test_a_second_parameter_named_llm_gets_the_rollouts_llm(sql_store: SqlStore) -> None:
+    seen: dict[str, Any] = {}
+
+    @rollout
+    def agent(task: str, llm: Any) -> float:
+        seen["llm"] = llm
+        return 1.0
+
+    bound = await sql_store.add_resources({"llm": LLM(endpoints=["http://model/v1"], model="tiny")})
+    await sql_store.enqueue_rollout("x", resources_id=bound.resources_id)
+    summary = await make_runner(sql_store, agent, proxy_url="http://store/proxy").run(max_rollouts=1)
+    assert summary.succeeded == 1
+    llm = seen["llm"]
+    assert llm.model == "tiny" and llm.base_url.startswith("http://store/proxy/rollout/")
