@@ -133,6 +133,17 @@ class LightningRL(Algorithm):
             out.append(queue.pop())
         return out
 
+    def resume(self) -> int:
+        """Continue the run in `config.output_dir`: its metrics rows are kept (new rows append) and step
+        numbers continue after the last one, so checkpoints are not overwritten and the step-0
+        validation is not repeated. Training starts from the resource's `latest` version, as always.
+        Returns the last step found (0 for a fresh directory)."""
+        self.metrics = MetricsLog.resume(self.config.output_dir / "metrics.csv")
+        self.global_step = max((int(r["step"]) for r in self.metrics.rows if "step" in r), default=0)
+        # A different draw order than the first run's, still seeded.
+        self._rng = random.Random(f"{self.config.seed}/{self.global_step}")
+        return self.global_step
+
     # ---- the loop --------------------------------------------------------------------------------
 
     async def run(self) -> MetricsLog:
@@ -141,7 +152,9 @@ class LightningRL(Algorithm):
         cfg = self.config
         self.stopped_reason = None
         if cfg.validate_first and cfg.val_every and self.val_tasks and self.global_step == 0:
-            self.metrics.log({"step": 0, **(await self.validate(0))})
+            row0 = {"step": 0, **(await self.validate(0))}
+            self.metrics.log(row0)
+            self._print_line(f"step 0  held-out {row0['val/success']:.2f}  (before training)")
         with self._progress() as progress:
             bar = progress.add_task("RL steps", total=cfg.steps, info="")
             for local_step in range(1, cfg.steps + 1):
@@ -170,6 +183,7 @@ class LightningRL(Algorithm):
                 if "val/success" in row:
                     info += f"  held-out {row['val/success']:.2f}"
                 progress.update(bar, advance=1, info=info)
+                self._print_line(f"step {step}  {info}  {row['step_seconds']:.1f}s")
                 if self.stopped_reason is not None:
                     self._report_stop(step)
                     break
@@ -346,8 +360,13 @@ class LightningRL(Algorithm):
             TimeElapsedColumn(),
             TextColumn("{task.fields[info]}"),
             console=self.console,
-            disable=not self.config.show_progress,
+            disable=not self.config.show_progress or not self.console.is_terminal,
         )
+
+    def _print_line(self, text: str) -> None:
+        """One plain progress line, when progress is shown and output is not a terminal (logs, CI)."""
+        if self.config.show_progress and not self.console.is_terminal:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def outcome_metrics(outcomes: Sequence[RolloutOutcome], threshold: float, *, prefix: str) -> dict[str, float]:
