@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fit_agents import PROMPTS, reply_length_agent
+from fit_agents import PROMPTS, reply_length_agent, subprocess_env
 
 from lightningrl import TrainResult, fit
 from lightningrl.tinylm import build_tiny_model
@@ -170,7 +169,7 @@ def test_sigint_to_fit_leaves_no_child(model: Path, tmp_path: Path) -> None:
         [sys.executable, str(script), str(model), str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env=subprocess_env(),
     )
     try:
         # store server, inference server and two runners: the runners start last

@@ -1,19 +1,18 @@
-"""`lightningrl train --config x.toml`: fit from a TOML file, with a flag overriding the file."""
+"""`lightningrl train --config x.toml`: fit from a TOML file (a command-line agent); flags override it."""
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from fit_agents import PROMPTS
+from fit_agents import PROMPTS, subprocess_env
 
 from lightningrl.tinylm import build_tiny_model
 
-AGENTS = Path(__file__).parent / "fit_agents.py"
+COMMAND_AGENT = Path(__file__).parent / "command_agent.py"
 
 
 def test_train_from_toml_with_a_flag_override(tmp_path: Path) -> None:
@@ -23,17 +22,17 @@ def test_train_from_toml_with_a_flag_override(tmp_path: Path) -> None:
     (tmp_path / "train.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
     (tmp_path / "train.toml").write_text(
         f"""
-agent = "{AGENTS}:reply_length_agent"
+command = ["{sys.executable}", "{COMMAND_AGENT}"]
 train = "train.jsonl"
 model = "model"
-workers = 2
+workers = 3
 runner_processes = 1
 output_dir = "run"
 
 [config]
 steps = 1
-tasks_per_step = 2
-rollouts_per_task = 4
+tasks_per_step = 1
+rollouts_per_task = 3
 
 [config.trainer]
 lr = 1e-3
@@ -53,7 +52,7 @@ lr = 1e-3
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env=subprocess_env(),
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -73,7 +72,7 @@ def test_train_reports_bad_config_keys(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env=subprocess_env(),
     )
     assert done.returncode == 2
     assert "config.stepz" in done.stderr and "valid keys" in done.stderr
