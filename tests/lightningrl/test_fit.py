@@ -66,6 +66,7 @@ def _fit(model: Path, out: Path, **config: object) -> TrainResult:
     )
 
 
+@pytest.mark.slow
 def test_fit_trains_then_resumes(model: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     first = _fit(model, out)
@@ -160,6 +161,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigint_to_fit_leaves_no_child(model: Path, tmp_path: Path) -> None:
     script = tmp_path / "train_script.py"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fit_agents import PROMPTS, subprocess_env
 
 from lightningrl.tinylm import build_tiny_model
@@ -15,6 +16,7 @@ from lightningrl.tinylm import build_tiny_model
 COMMAND_AGENT = Path(__file__).parent / "command_agent.py"
 
 
+@pytest.mark.slow
 def test_train_from_toml_with_a_flag_override(tmp_path: Path) -> None:
     build_tiny_model(
         tmp_path / "model", seed=0, tokenizer_kind="word", extra_text=PROMPTS, hidden_size=32, num_layers=1
