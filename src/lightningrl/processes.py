@@ -48,11 +48,12 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     """A `preexec_fn`: SIGTERM this child when the thread that forked it dies (Linux only)."""
+    # Loaded before the fork: dlopen in a forked child of a threaded parent can deadlock.
+    prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
     def preexec() -> None:
-        if sys.platform.startswith("linux"):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
             os.kill(os.getpid(), signal.SIGTERM)
 
