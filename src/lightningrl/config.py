@@ -14,7 +14,9 @@ class LightningRLConfig:
     resource_name: str = "llm"
     """The LLM resource being trained; its current version's `checkpoint` is where training starts."""
     steps: int = 20
+    """RL steps per run (each: enqueue, wait, credit, one update, publish)."""
     tasks_per_step: int = 8
+    """Train tasks drawn per step (shuffled passes over the train set)."""
     rollouts_per_task: int = 8
     """n: rollouts per task, one GRPO group."""
     val_every: int = 5
@@ -22,8 +24,11 @@ class LightningRLConfig:
     validate_first: bool = True
     """Validate before the first step too (logged as step 0: the pre-RL baseline)."""
     val_rollouts_per_task: int = 1
+    """Rollouts per held-out task at each validation."""
     val_mode: str = "val"
+    """The rollout mode of validation (the proxy's sampling for it comes from the LLM resource)."""
     success_threshold: float = 1.0
+    """A rollout whose primary reward is at least this counts as a success."""
     balance_by: str | None = None
     """A task tag (e.g. "op"): every step draws tasks round-robin over its values, so no slice of
     the task distribution dominates a batch (a one-sided batch drifts a tiny policy's marginal
@@ -42,10 +47,13 @@ class LightningRLConfig:
     step_timeout: float = 900.0
     """Seconds to wait for one step's rollouts before giving up with a clear error."""
     output_dir: Path = Path("runs/lightningrl")
+    """Where metrics.csv, reward_curve.png and checkpoints/ go (`fit` sets it to its output_dir)."""
     seed: int = 0
+    """Seeds the order in which train tasks are drawn."""
     reload_servers: bool = True
     """POST /reload to the LLM's endpoints after each publish (our server; vLLM needs its own hook)."""
     show_progress: bool = True
+    """A progress bar on a terminal; one plain line per step when output is not a terminal."""
     gate_stop: bool = False
     """After each step, ask the release gate's `stop_reason` (span coverage, retry debt, protected
     regressions of `latest`); when it names a reason the loop stops before the next step."""

@@ -133,6 +133,17 @@ class LightningRL(Algorithm):
             out.append(queue.pop())
         return out
 
+    def resume(self) -> int:
+        """Continue the run in `config.output_dir`: its metrics rows are kept (new rows append) and step
+        numbers continue after the last one, so checkpoints are not overwritten and the step-0
+        validation is not repeated. Training starts from the resource's `latest` version, as always.
+        Returns the last step found (0 for a fresh directory)."""
+        self.metrics = MetricsLog.resume(self.config.output_dir / "metrics.csv")
+        self.global_step = max((int(r["step"]) for r in self.metrics.rows if "step" in r), default=0)
+        # A different draw order than the first run's, still seeded.
+        self._rng = random.Random(f"{self.config.seed}/{self.global_step}")
+        return self.global_step
+
     # ---- the loop --------------------------------------------------------------------------------
 
     async def run(self) -> MetricsLog:

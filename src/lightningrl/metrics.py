@@ -32,9 +32,31 @@ class MetricsLog:
         with self.csv_path.open("a", newline="") as fh:
             csv.DictWriter(fh, fieldnames=self._columns).writerow(row)
 
+    @classmethod
+    def resume(cls, csv_path: str | Path) -> MetricsLog:
+        """A log continuing `csv_path`: its rows are read back (numbers as numbers), new rows append."""
+        log = cls(csv_path)
+        if log.csv_path is None or not log.csv_path.exists():
+            return log
+        with log.csv_path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            log._columns = list(reader.fieldnames or [])
+            log.rows = [{k: _number(v) for k, v in row.items() if v not in ("", None)} for row in reader]
+        return log
+
     def column(self, key: str) -> list[tuple[int, float]]:
         """(step, value) for every row that has `key`."""
         return [(int(r["step"]), float(r[key])) for r in self.rows if r.get(key) is not None and "step" in r]
+
+
+def _number(text: str) -> Any:
+    """A CSV cell back as int, float or the text itself."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def plot_reward_curve(log: MetricsLog, path: str | Path, *, title: str = "LightningRL training") -> Path:

@@ -6,10 +6,13 @@ import argparse
 import asyncio
 import logging
 import os
+import shlex
 import signal
 
 from lightningstore import open_store
 from lightningstore.auth import AGENT_SECRET_ENV, Role
+from runner.agent import LitAgent
+from runner.controllers.local import LocalController
 from runner.loader import load_agent
 from runner.runner import Runner
 
@@ -18,8 +21,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store", required=True, help="store server URL (http://...) or database URL / SQLite path"
     )
-    parser.add_argument(
-        "--agent", required=True, help="the agent as module:function (or module:LitAgentClass)"
+    agent = parser.add_mutually_exclusive_group(required=True)
+    agent.add_argument(
+        "--agent",
+        help="the agent as module:function, module:LitAgentClass or path/to/script.py:function",
+    )
+    agent.add_argument(
+        "--command",
+        help="a command line run once per rollout (task JSON on stdin, see LocalController), "
+        "e.g. --command 'python my_agent.py'",
     )
     parser.add_argument("--workers", type=int, default=4, help="concurrent rollouts (default 4)")
     parser.add_argument("--proxy-url", help="the LLM proxy root, e.g. http://127.0.0.1:4747/proxy")
@@ -36,11 +46,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="warning")
 
 
+def _agent_of(args: argparse.Namespace) -> LitAgent:
+    """The --agent spec loaded, or a LocalController for --command."""
+    if args.command is None:
+        return load_agent(args.agent)
+    command = shlex.split(args.command)
+    if not command:
+        raise SystemExit("--command must not be empty")
+    store_url = args.store if args.store.startswith(("http://", "https://")) else None
+    return LocalController(command, store_url=store_url)
+
+
 async def _run(args: argparse.Namespace) -> int:
     store = open_store(args.store, args.token, role=Role.RUNNER)
     runner = Runner(
         store,
-        load_agent(args.agent),
+        _agent_of(args),
         workers=args.workers,
         proxy_url=args.proxy_url,
         agent_key_secret=os.environ.get(AGENT_SECRET_ENV) or None,

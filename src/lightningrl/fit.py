@@ -1,0 +1,319 @@
+"""`fit`: train an agent in one call. It starts what is missing as separate processes (store server,
+inference server, runners), runs the RL loop here against the store server, and stops them all.
+
+Layout and lifecycle: docs/deployment.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from rich.console import Console
+
+from lightningrl.agent_spec import AgentSpec, agent_spec
+from lightningrl.config import LightningRLConfig
+from lightningrl.config_fields import config_from
+from lightningrl.datasets import Rows, load_tasks
+from lightningrl.loop import LightningRL
+from lightningrl.processes import Supervisor, free_port, port_is_free
+from lightningrl.result import TrainResult
+from lightningstore import LLM, LightningStore, open_store, semconv
+from lightningstore.auth import Role
+
+ENGINES = ("auto", "ours", "vllm")
+SERVED_MODEL_NAME = "policy"
+TRAIN_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
+"""The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
+
+
+def fit(
+    agent: Any,
+    train: Rows,
+    val: Rows | None = None,
+    *,
+    model: str | Path,
+    config: LightningRLConfig | Mapping[str, Any] | None = None,
+    store: str | Path | None = None,
+    workers: int = 8,
+    engine: str = "auto",
+    output_dir: str | Path = "runs/fit",
+    runner_processes: int | None = None,
+    console: Console | None = None,
+) -> TrainResult:
+    """Train `agent` on `train` (held-out `val`) starting from the checkpoint `model`.
+
+    - agent: a `@rollout` function, a LitAgent class or top-level instance, `"module:function"`,
+      `"path/to/script.py:function"`, or a command line (a list, or any other str) run per rollout.
+    - train / val: a list of dicts, a JSONL path or an iterable of dicts (see `lightningrl.datasets`).
+    - config: a LightningRLConfig or a dict of its fields; its `output_dir` is set to `output_dir`.
+    - store: None (`output_dir/store.db`), a SQLite path, a `postgresql://` URL, or the URL of a
+      running store server (`http(s)://`; then no store server is started).
+    - workers: concurrent rollouts in all, split over `runner_processes` processes
+      (default `min(workers, os.cpu_count())`).
+    - engine: "auto" / "ours" (our inference server); "vllm" is not available yet.
+
+    A second call on the same output_dir and store resumes: it trains the resource's latest version
+    and continues the metrics and step numbers. Children stop on return, error, Ctrl-C and SIGTERM.
+    """
+    spec = agent_spec(agent)
+    out = Path(output_dir)
+    cfg = dataclasses.replace(config_from(config), output_dir=out)
+    tag_fields = [cfg.balance_by] if cfg.balance_by else []
+    train_tasks = load_tasks(train, what="train", tag_fields=tag_fields)
+    if not train_tasks:
+        raise ValueError("train has no rows: give at least one task")
+    val_tasks = load_tasks(val, what="val", tag_fields=tag_fields) if val is not None else []
+    model_dir = Path(model)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(
+            f"model {str(model)!r} is not a Hugging Face checkpoint directory (no config.json)"
+        )
+    _check_engine(engine)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers!r}")
+    processes = runner_processes or min(workers, os.cpu_count() or 1)
+    if not 1 <= processes <= workers:
+        raise ValueError(
+            f"runner_processes must be between 1 and workers ({workers}), got {runner_processes!r}"
+        )
+    target = _store_target(store, out)
+    console = console or Console()
+    with Supervisor(out / "logs") as supervisor, _sigterm_as_interrupt():
+        return asyncio.run(
+            _fit(
+                supervisor,
+                spec,
+                train_tasks,
+                val_tasks,
+                cfg,
+                model_dir=model_dir.resolve(),
+                target=target,
+                workers=workers,
+                processes=processes,
+                console=console,
+            )
+        )
+
+
+async def _fit(
+    supervisor: Supervisor,
+    spec: AgentSpec,
+    train_tasks: list,
+    val_tasks: list,
+    cfg: LightningRLConfig,
+    *,
+    model_dir: Path,
+    target: str,
+    workers: int,
+    processes: int,
+    console: Console,
+) -> TrainResult:
+    store_url = await _store_server(supervisor, target)
+    proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
+    store = open_store(store_url, role=Role.ALGORITHM)
+    try:
+        llm = await _llm_resource(supervisor, store, cfg.resource_name, model_dir)
+        _start_runners(supervisor, spec, store_url, proxy_url, workers, processes)
+        if cfg.show_progress:
+            console.print(
+                f"store {store_url}  model {', '.join(llm.endpoints)}  "
+                f"{processes} runner process(es) x {workers} rollouts  logs {supervisor.log_dir}",
+                markup=False,
+                highlight=False,
+            )
+        rl = LightningRL(store, train_tasks, val_tasks, cfg, console=console)
+        rl.resume()
+        training = asyncio.create_task(rl.run())
+        watching = asyncio.create_task(supervisor.watch())
+        try:
+            await asyncio.wait({training, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (watching, training):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if watching.done() and not watching.cancelled() and watching.exception() is not None:
+            raise watching.exception()  # type: ignore[misc]
+        metrics = training.result()
+        latest = await store.get_latest_version(cfg.resource_name)
+        assert latest is not None
+        checkpoint = getattr(latest.resource, "checkpoint", None)
+        held = [(int(r["step"]), float(r["val/success"])) for r in metrics.rows if "val/success" in r]
+        before = next((v for s, v in held if s == 0), None)
+        after = next((v for s, v in reversed(held) if s > 0), None)
+        curve = cfg.output_dir / "reward_curve.png"
+        return TrainResult(
+            metrics=list(metrics.rows),
+            final_version_id=latest.version_id,
+            held_out_before=before,
+            held_out_after=after,
+            metrics_csv=cfg.output_dir / "metrics.csv",
+            reward_curve=curve if curve.exists() else None,
+            last_checkpoint=Path(checkpoint) if checkpoint else None,
+            output_dir=cfg.output_dir,
+            store=store_url,
+            proxy_url=proxy_url,
+            model_endpoints=list(getattr(latest.resource, "endpoints", [])),
+            stopped_reason=rl.stopped_reason,
+        )
+    finally:
+        await store.close()
+
+
+def _check_engine(engine: str) -> None:
+    if engine == "vllm":
+        raise NotImplementedError(
+            "engine='vllm' lands with the vLLM serving issue; use engine='ours' (or 'auto') for now, or "
+            "publish an LLM resource whose endpoints are your vLLM servers and pass that store"
+        )
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+
+
+def _store_target(store: str | Path | None, output_dir: Path) -> str:
+    """The store as a URL or a database path (None: a SQLite file under `output_dir`)."""
+    if store is None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        return str((output_dir / "store.db").resolve())
+    text = str(store)
+    if "://" in text and not text.startswith(("http://", "https://", "postgresql", "sqlite")):
+        raise ValueError(f"store must be a file path, a postgresql:// URL or an http(s):// URL, got {text!r}")
+    if "://" not in text:
+        Path(text).parent.mkdir(parents=True, exist_ok=True)
+        return str(Path(text).resolve())
+    return text
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "lightningrl.cli", *args]
+
+
+def _child_env() -> dict[str, str]:
+    """The parent's import path first, so children import the modules (and agents) the parent does."""
+    paths = [p for p in sys.path if p and Path(p).is_dir()]
+    existing = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join(paths + ([existing] if existing else []))}
+
+
+async def _store_server(supervisor: Supervisor, target: str) -> str:
+    """The store server's URL: `target` itself when it is one, else a `lightningrl store serve` child."""
+    if target.startswith(("http://", "https://")):
+        return target.rstrip("/")
+    port = free_port()
+    child = supervisor.start(
+        "store", _cli("store", "serve", "--db", target, "--port", str(port)), env=_child_env()
+    )
+    url = f"http://127.0.0.1:{port}"
+    await supervisor.wait_http(child, f"{url}/healthz")
+    return url
+
+
+async def _answers(endpoint: str) -> bool:
+    """True when an OpenAI-style endpoint lists its models."""
+    try:
+        async with httpx.AsyncClient(timeout=3.0) as client:
+            return (await client.get(endpoint.rstrip("/") + "/models")).is_success
+    except httpx.HTTPError:
+        return False
+
+
+async def _llm_resource(supervisor: Supervisor, store: LightningStore, name: str, model_dir: Path) -> LLM:
+    """The LLM being trained, served: a fresh resource on `model_dir`, or the latest version (resume),
+    with an inference server started unless its endpoints already answer."""
+    latest = await store.get_latest_version(name)
+    if latest is None:
+        endpoint = await _inference_server(supervisor, str(model_dir), SERVED_MODEL_NAME, free_port())
+        llm = LLM(
+            endpoints=[endpoint], model=SERVED_MODEL_NAME, checkpoint=str(model_dir), sampling=TRAIN_SAMPLING
+        )
+        await store.add_resource_version(name, llm, created_by="fit", artifact=str(model_dir))
+        return llm
+    llm = latest.resource
+    if not isinstance(llm, LLM) or not llm.checkpoint:
+        raise ValueError(
+            f"resource {name!r} in the store must be an LLM with a checkpoint to train, got {llm!r}"
+        )
+    if all([await _answers(e) for e in llm.endpoints]):
+        return llm
+    port = _local_port(llm.endpoints)
+    endpoint = await _inference_server(
+        supervisor, llm.checkpoint, llm.model, port if port and port_is_free(port) else free_port()
+    )
+    if llm.endpoints == [endpoint]:
+        return llm
+    # The old server is gone and its port is taken: a version that only moves the endpoint.
+    moved = llm.model_copy(update={"endpoints": [endpoint]})
+    await store.add_resource_version(
+        name,
+        moved,
+        parent_id=latest.version_id,
+        created_by="fit",
+        artifact=llm.checkpoint,
+        metadata={"fit": "endpoints moved", "previous_endpoints": llm.endpoints},
+    )
+    return moved
+
+
+def _local_port(endpoints: list[str]) -> int | None:
+    """The port of a single 127.0.0.1 endpoint (a previous fit's server, to be restarted there)."""
+    if len(endpoints) != 1:
+        return None
+    parts = urlsplit(endpoints[0])
+    return parts.port if parts.hostname in ("127.0.0.1", "localhost") else None
+
+
+async def _inference_server(supervisor: Supervisor, checkpoint: str, model_name: str, port: int) -> str:
+    """Start `lightningrl serve-model` on `checkpoint`; its OpenAI base URL once it answers."""
+    command = _cli(
+        "serve-model", "--checkpoint", checkpoint, "--port", str(port), "--served-model-name", model_name
+    )
+    child = supervisor.start("inference", command, env=_child_env())
+    url = f"http://127.0.0.1:{port}"
+    await supervisor.wait_http(child, f"{url}/healthz")
+    return f"{url}/v1"
+
+
+def _start_runners(
+    supervisor: Supervisor, spec: AgentSpec, store_url: str, proxy_url: str, workers: int, processes: int
+) -> None:
+    """`processes` runner children sharing `workers` concurrent rollouts as evenly as possible."""
+    for index in range(processes):
+        share = workers // processes + (1 if index < workers % processes else 0)
+        command = _cli(
+            "runner",
+            "--store",
+            store_url,
+            "--proxy-url",
+            proxy_url,
+            "--workers",
+            str(share),
+            "--no-progress",
+            "--stop-timeout",
+            "5",
+            *spec.runner_args(),
+        )
+        supervisor.start(f"runner-{index}", command, env=_child_env())
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C while fit runs (asyncio turns SIGINT into a clean cancel)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

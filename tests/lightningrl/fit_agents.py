@@ -1,0 +1,33 @@
+"""Agents for the fit tests (importable by name from runner processes), and their subprocess environment."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from openai import AsyncOpenAI
+
+from lightningrl import rollout
+
+PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]
+
+
+@rollout
+async def reply_length_agent(task: dict, resources) -> float:
+    """One model call; the reward grows with the reply's length (so sibling rollouts differ)."""
+    llm = resources.llm
+    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
+        reply = await client.chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": task["prompt"]}], max_tokens=4
+        )
+    return min(1.0, len(reply.choices[0].message.content or "") / 20)
+
+
+# An in-process trainer in this test process sets these; a child trainer must pick its own port.
+_TORCH_DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
+def subprocess_env() -> dict[str, str]:
+    """This process's environment and import path, without torch.distributed's rendezvous variables."""
+    env = {k: v for k, v in os.environ.items() if k not in _TORCH_DIST_VARS}
+    return {**env, "PYTHONPATH": os.pathsep.join(sys.path)}

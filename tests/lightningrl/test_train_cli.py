@@ -1,0 +1,80 @@
+"""`lightningrl train --config x.toml`: fit from a TOML file (a command-line agent); flags override it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fit_agents import PROMPTS, subprocess_env
+
+from lightningrl.tinylm import build_tiny_model
+
+COMMAND_AGENT = Path(__file__).parent / "command_agent.py"
+
+
+@pytest.mark.slow
+def test_train_from_toml_with_a_flag_override(tmp_path: Path) -> None:
+    build_tiny_model(
+        tmp_path / "model", seed=0, tokenizer_kind="word", extra_text=PROMPTS, hidden_size=32, num_layers=1
+    )
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
+    (tmp_path / "train.toml").write_text(
+        f"""
+command = ["{sys.executable}", "{COMMAND_AGENT}"]
+train = "train.jsonl"
+model = "model"
+workers = 3
+runner_processes = 1
+output_dir = "run"
+
+[config]
+steps = 1
+tasks_per_step = 1
+rollouts_per_task = 3
+
+[config.trainer]
+lr = 1e-3
+"""
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lightningrl.cli",
+            "train",
+            "--config",
+            str(tmp_path / "train.toml"),
+            "--steps",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=subprocess_env(),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with (tmp_path / "run" / "metrics.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["step"]) for r in rows] == [1, 2]  # the flag's 2 steps, not the file's 1
+    # not a terminal: one plain line per step
+    lines = [line for line in done.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split()[1] for line in lines] == ["1/2", "2/2"], done.stdout
+    assert "done: step 2" in done.stdout
+
+
+def test_train_reports_bad_config_keys(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('agent = "m:f"\ntrain = "t.jsonl"\nmodel = "m"\n[config]\nstepz = 3\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "lightningrl.cli", "train", "--config", str(tmp_path / "bad.toml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=subprocess_env(),
+    )
+    assert done.returncode == 2
+    assert "config.stepz" in done.stderr and "valid keys" in done.stderr
