@@ -1,5 +1,5 @@
 """The quickstart's model and tasks: a tiny Qwen2-style model built here (nothing is downloaded), warmed
-up to answer `yes` or `no` at random. RL then has to teach it when the tool is the right call."""
+up to answer `yes` or `no` at random. Every task needs the tool, so RL has to teach it to say yes."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 from lightningrl.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, supervised_warmup
 
-COMMANDS = {"mirror": ["reverse", "flip", "turn around"], "keep": ["repeat", "echo", "copy"]}
+COMMANDS = {"mirror": ["reverse", "flip", "mirror", "turn around"]}
 WORDS = ["cat", "dog", "sun", "tree", "lamp", "rock", "bird", "fish", "moon", "road", "cup", "hat"]
 
 
 def question(command: str, word: str) -> str:
-    return f"{command} {word}. Use the mirror tool?"
+    return f"{word}: {command} it? Use the mirror tool?"
 
 
 def tiny_model(out: str | Path = "runs/quickstart/model", seed: int = 0) -> Path:

@@ -1,4 +1,4 @@
-"""Quickstart: a LangChain agent (prompt -> ChatOpenAI -> parser, one tool) learns when to use its tool."""
+"""Quickstart: a LangChain agent (prompt -> ChatOpenAI -> parser, one tool) learns to use its tool."""
 
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
@@ -25,7 +25,7 @@ def agent(task: dict, llm) -> float:
 
 
 if __name__ == "__main__":
-    config = {"steps": 8, "tasks_per_step": 6, "rollouts_per_task": 8, "val_every": 4, "balance_by": "kind"}
+    config = {"steps": 12, "tasks_per_step": 4, "val_every": 6, "trainer": {"lr": 3e-3, "mini_batch_size": 16, "ppo_epochs": 4}}
     result = fit(
         agent,
         tasks("train"),
