@@ -21,17 +21,11 @@ def agent(task: dict, llm) -> float:
     chain = ChatPromptTemplate.from_messages([("user", "{q}")]) | chat | StrOutputParser()
     use_tool = chain.invoke({"q": question(task["command"], task["word"])}).strip() == "yes"
     answer = mirror.invoke(task["word"]) if use_tool else task["word"]
-    return float(answer == (task["word"][::-1] if task["kind"] == "mirror" else task["word"]))
+    return float(answer == task["word"][::-1])
 
 
 if __name__ == "__main__":
-    config = {"steps": 12, "tasks_per_step": 4, "val_every": 6, "trainer": {"lr": 3e-3, "mini_batch_size": 16, "ppo_epochs": 4}}
-    result = fit(
-        agent,
-        tasks("train"),
-        tasks("heldout"),
-        model=tiny_model(),
-        config=config,
-        output_dir="runs/quickstart",
-    )
+    trainer = {"lr": 3e-3, "mini_batch_size": 16, "ppo_epochs": 4}
+    config = {"steps": 12, "tasks_per_step": 4, "val_every": 6, "trainer": trainer}
+    result = fit(agent, tasks("train"), tasks("heldout"), model=tiny_model(), config=config)
     print(f"held-out success: before {result.held_out_before:.2f} after {result.held_out_after:.2f}")
