@@ -2,15 +2,15 @@
 
     .venv/bin/python examples/calc/demo.py --seed 0
 
-Everything is real and in one process: a SQLite LightningStore, the store server with its LLM
-proxy, our inference server, a Runner executing the plain-openai agent, and LightningRL training
-with verl's actor update on CPU. Last line: `held-out success: before 0.xx after 0.yy`.
+Everything is real, started by `lightningrl.fit` as separate processes: the store server (SQLite,
+with its LLM proxy), our inference server and runner processes executing the plain-openai agent,
+while LightningRL trains here with verl's actor update on CPU. Last line:
+`held-out success: before 0.xx after 0.yy`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import sys
@@ -25,27 +25,20 @@ from agent import calc_agent  # noqa: E402
 from rich.console import Console  # noqa: E402
 from tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 
-from algorithm import Task  # noqa: E402
+from lightningrl import fit  # noqa: E402
 from lightningrl.advantages import AdvantageConfig, PolicyLossConfig  # noqa: E402
 from lightningrl.config import LightningRLConfig  # noqa: E402
-from lightningrl.local_stack import local_stack  # noqa: E402
-from lightningrl.loop import LightningRL  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.trainer.config import TrainerConfig  # noqa: E402
 from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
-from lightningstore import LLM, SqlStore  # noqa: E402
-
-MODEL_NAME = "calc-tiny"
 
 
-def as_tasks(tasks: list[CalcTask]) -> list[Task]:
-    return [Task(task_id=t.task_id, input=t.as_input(), tags={"op": t.op}) for t in tasks]
+def as_rows(tasks: list[CalcTask]) -> list[dict]:
+    return [{"task_id": t.task_id, "input": t.as_input(), "tags": {"op": t.op}} for t in tasks]
 
 
-async def main(args: argparse.Namespace) -> None:
-    from runner import Runner
-
-    console = Console()
+def main(args: argparse.Namespace) -> None:
+    console = Console(soft_wrap=True)
     started = time.perf_counter()
     out = Path(args.output).resolve() / f"seed{args.seed}"  # absolute: the store records checkpoint paths
     if out.exists():
@@ -72,70 +65,63 @@ async def main(args: argparse.Namespace) -> None:
             demonstrations(train, args.seed, 4000),
             out / "model-warmup",
             WarmupConfig(steps=args.warmup_steps, lr=args.warmup_lr, seed=args.seed),
+            console=console,
         )
         console.print(
             f"built the tiny model and warmed it up on random-tool demonstrations (loss {losses[-1]:.3f})"
         )
 
-    store = SqlStore(out / "store.db")
-    async with local_stack(store, warm, model_name=MODEL_NAME, cpu_threads=args.cpu_threads) as urls:
-        llm = LLM(
-            endpoints=[urls.model_v1],
-            model=MODEL_NAME,
-            checkpoint=str(warm),
-            sampling={"temperature": 1.0, "top_p": 1.0},
-            # held-out success is measured as sampled at the training temperature (pass@1 with sampling)
-            sampling_by_mode={"val": {"temperature": 1.0, "top_p": 1.0}, "test": {"temperature": 0.0}},
-        )
-        await store.add_resource_version("llm", llm, created_by="demo", artifact=str(warm))
-        runner = Runner(store, calc_agent, workers=args.workers, proxy_url=urls.proxy, show_progress=False)
-        runner_task = asyncio.create_task(runner.run())
-        config = LightningRLConfig(
-            steps=args.steps,
-            tasks_per_step=args.tasks_per_step,
-            rollouts_per_task=args.n,
-            val_every=args.val_every,
-            balance_by="op",
-            return_to_judged_calls=args.credit == "episode",
-            output_dir=out,
+    config = LightningRLConfig(
+        steps=args.steps,
+        tasks_per_step=args.tasks_per_step,
+        rollouts_per_task=args.n,
+        val_every=args.val_every,
+        balance_by="op",
+        return_to_judged_calls=args.credit == "episode",
+        seed=args.seed,
+        advantage=AdvantageConfig(
+            estimator="grpo",
+            norm_by_std=not args.no_std_norm,
+            negative_weight=args.negative_weight,
+            baseline=args.baseline,
+        ),
+        trainer=TrainerConfig(
+            lr=args.lr,
+            micro_batch_size=64,
+            mini_batch_size=args.mini_batch,
+            lr_schedule=args.lr_schedule,
+            min_lr_ratio=args.min_lr_ratio,
+            total_training_steps=args.steps,
+            ppo_epochs=args.ppo_epochs,
+            shuffle=True,
             seed=args.seed,
-            advantage=AdvantageConfig(
-                estimator="grpo",
-                norm_by_std=not args.no_std_norm,
-                negative_weight=args.negative_weight,
-                baseline=args.baseline,
-            ),
-            trainer=TrainerConfig(
-                lr=args.lr,
-                micro_batch_size=64,
-                mini_batch_size=args.mini_batch,
-                lr_schedule=args.lr_schedule,
-                min_lr_ratio=args.min_lr_ratio,
-                total_training_steps=args.steps,
-                ppo_epochs=args.ppo_epochs,
-                shuffle=True,
-                seed=args.seed,
-                loss=PolicyLossConfig(loss_agg_mode=args.loss_agg, kl_loss_coef=args.kl_coef),
-            ),
-        )
-        heldout_tasks = as_tasks(heldout)
-        rl = LightningRL(store, as_tasks(train), heldout_tasks, config, console=console)
-        metrics = await rl.run()  # validates before the first step (step 0) and after the last
-        runner.stop()
-        await asyncio.wait_for(runner_task, timeout=60)
-    await store.close()
+            loss=PolicyLossConfig(loss_agg_mode=args.loss_agg, kl_loss_coef=args.kl_coef),
+        ),
+    )
+    result = fit(
+        calc_agent,
+        as_rows(train),
+        as_rows(heldout),
+        model=warm,
+        config=config,
+        workers=args.workers,
+        output_dir=out,
+        # held-out success is measured as sampled at the training temperature (pass@1 with sampling)
+        sampling_by_mode={"val": {"temperature": 1.0, "top_p": 1.0}, "test": {"temperature": 0.0}},
+        console=console,
+    )
     wall = time.perf_counter() - started
-    validations = [r for r in metrics.rows if "val/success" in r]
+    validations = [r for r in result.metrics if "val/success" in r]
     before, after = validations[0], validations[-1]
     for label, row in (("before", before), ("after", after)):
         slices = {
             k[len("val/success[") : -1]: round(v, 2) for k, v in row.items() if k.startswith("val/success[")
         }
         console.print(f"held-out success {label} RL: {row['val/success']:.2f}  {slices}", markup=False)
-    console.print(f"metrics: {out / 'metrics.csv'}   reward curve: {out / 'reward_curve.png'}")
+    console.print(f"metrics: {result.metrics_csv}   reward curve: {result.reward_curve}", markup=False)
     print(
         f"held-out success: before {before['val/success']:.2f} after {after['val/success']:.2f} "
-        f"(seed {args.seed}, {len(metrics.rows) - 1} RL steps, {wall:.0f} s wall)"
+        f"(seed {args.seed}, {result.steps} RL steps, {wall:.0f} s wall)"
     )
 
 
@@ -153,7 +139,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--warmup-steps", type=int, default=900)
     p.add_argument("--warmup-lr", type=float, default=3e-3)
-    p.add_argument("--cpu-threads", type=int, default=1)
     p.add_argument(
         "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
     )
@@ -184,4 +169,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(parse_args()))
+    main(parse_args())

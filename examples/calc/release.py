@@ -62,7 +62,7 @@ from lightningstore.gate import (  # noqa: E402
 )
 from runner import Runner, trace  # noqa: E402
 
-NAME, MODEL = "llm", "calc-tiny"
+NAME = "llm"
 SECRET = "calc-release-agent-secret"
 TOKENS = {"admin": "calc-adm", "algorithm": "calc-alg", "runner": "calc-run", "approver": "calc-apr"}
 RESULTS = (
@@ -164,7 +164,9 @@ async def stack(store: SqlStore, versions: list[ResourceVersion]) -> AsyncIterat
             parsed = urlparse(endpoint)
             if parsed.hostname not in ("127.0.0.1", "localhost") or parsed.port is None:
                 raise SystemExit(f"{endpoint} is not a local endpoint this script can serve")
-            model = inference_app(version.resource.checkpoint, served_model_name=MODEL, cpu_threads=1)  # type: ignore[union-attr]
+            model = inference_app(
+                version.resource.checkpoint, served_model_name=version.resource.model, cpu_threads=1
+            )  # type: ignore[union-attr]
             urls[endpoint] = await stack_.enter_async_context(serve_app(model, parsed.port))
         store_url = await stack_.enter_async_context(serve_app(app, free_port()))
         yield store_url, Models(urls)

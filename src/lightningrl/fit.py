@@ -33,6 +33,8 @@ from lightningstore.auth import Role
 
 ENGINES = ("auto", "ours", "vllm")
 SERVED_MODEL_NAME = "policy"
+INFERENCE_BATCH = 64
+"""Most requests the inference server generates together (a step's rollouts arrive at once)."""
 TRAIN_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 """The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
 
@@ -49,6 +51,7 @@ def fit(
     engine: str = "auto",
     output_dir: str | Path = "runs/fit",
     runner_processes: int | None = None,
+    sampling_by_mode: Mapping[str, Mapping[str, Any]] | None = None,
     console: Console | None = None,
 ) -> TrainResult:
     """Train `agent` on `train` (held-out `val`) starting from the checkpoint `model`.
@@ -62,6 +65,8 @@ def fit(
     - workers: concurrent rollouts in all, split over `runner_processes` processes
       (default `min(workers, os.cpu_count())`).
     - engine: "auto" / "ours" (our inference server); "vllm" is not available yet.
+    - sampling_by_mode: the published LLM's per-mode sampling (e.g. `{"val": {"temperature": 1.0}}`
+      to measure held-out success at the training temperature; default: val 0.7, test greedy).
 
     A second call on the same output_dir and store resumes: it trains the resource's latest version
     and continues the metrics and step numbers. Children stop on return, error, Ctrl-C and SIGTERM.
@@ -102,6 +107,7 @@ def fit(
                 workers=workers,
                 processes=processes,
                 console=console,
+                sampling_by_mode={k: dict(v) for k, v in (sampling_by_mode or {}).items()},
             )
         )
 
@@ -118,12 +124,13 @@ async def _fit(
     workers: int,
     processes: int,
     console: Console,
+    sampling_by_mode: dict[str, dict[str, Any]],
 ) -> TrainResult:
     store_url = await _store_server(supervisor, target)
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
     store = open_store(store_url, role=Role.ALGORITHM)
     try:
-        llm = await _llm_resource(supervisor, store, cfg.resource_name, model_dir)
+        llm = await _llm_resource(supervisor, store, cfg.resource_name, model_dir, sampling_by_mode)
         _start_runners(supervisor, spec, store_url, proxy_url, workers, processes)
         if cfg.show_progress:
             console.print(
@@ -228,14 +235,24 @@ async def _answers(endpoint: str) -> bool:
         return False
 
 
-async def _llm_resource(supervisor: Supervisor, store: LightningStore, name: str, model_dir: Path) -> LLM:
+async def _llm_resource(
+    supervisor: Supervisor,
+    store: LightningStore,
+    name: str,
+    model_dir: Path,
+    sampling_by_mode: dict[str, dict[str, Any]],
+) -> LLM:
     """The LLM being trained, served: a fresh resource on `model_dir`, or the latest version (resume),
     with an inference server started unless its endpoints already answer."""
     latest = await store.get_latest_version(name)
     if latest is None:
         endpoint = await _inference_server(supervisor, str(model_dir), SERVED_MODEL_NAME, free_port())
         llm = LLM(
-            endpoints=[endpoint], model=SERVED_MODEL_NAME, checkpoint=str(model_dir), sampling=TRAIN_SAMPLING
+            endpoints=[endpoint],
+            model=SERVED_MODEL_NAME,
+            checkpoint=str(model_dir),
+            sampling=TRAIN_SAMPLING,
+            sampling_by_mode=sampling_by_mode,
         )
         await store.add_resource_version(name, llm, created_by="fit", artifact=str(model_dir))
         return llm
@@ -273,10 +290,19 @@ def _local_port(endpoints: list[str]) -> int | None:
     return parts.port if parts.hostname in ("127.0.0.1", "localhost") else None
 
 
+def _cpu_threads_args() -> list[str]:
+    """On a CPU-only machine generation gets one thread: the trainer and the runners need the others."""
+    import torch
+
+    return [] if torch.cuda.is_available() else ["--cpu-threads", "1"]
+
+
 async def _inference_server(supervisor: Supervisor, checkpoint: str, model_name: str, port: int) -> str:
     """Start `lightningrl serve-model` on `checkpoint`; its OpenAI base URL once it answers."""
     command = _cli(
-        "serve-model", "--checkpoint", checkpoint, "--port", str(port), "--served-model-name", model_name
+        "serve-model",
+        *("--checkpoint", checkpoint, "--port", str(port), "--served-model-name", model_name),
+        *("--max-batch-size", str(INFERENCE_BATCH), *_cpu_threads_args()),
     )
     child = supervisor.start("inference", command, env=_child_env())
     url = f"http://127.0.0.1:{port}"

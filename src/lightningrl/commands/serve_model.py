@@ -21,6 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--max-batch-size", type=int, default=16)
+    parser.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=None,
+        help="torch threads for generation on a CPU (default: torch's)",
+    )
     parser.add_argument("--served-model-name", default=None)
     parser.set_defaults(func=_serve)
 
@@ -61,6 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
         device=args.device,
         max_batch_size=args.max_batch_size,
         served_model_name=args.served_model_name,
+        cpu_threads=args.cpu_threads,
     )
     return 0
 
