@@ -72,7 +72,8 @@ async def test_runner_over_http_exports_spans_with_otlp(server: tuple[str, Token
             assert {s.attempt_id for s in spans} == {attempt.attempt_id}
             assert all(s.resource["lightningrl.attempt_id"] == attempt.attempt_id for s in spans)
             tool = next(s for s in spans if s.name == "tool.lookup")
-            assert tool.attributes["lightningrl.trace.result"] == '"abab"' or rollout_id == "remote-boom"
+            if rollout_id != "remote-boom":  # the failing agent raises after its tool call
+                assert tool.attributes["lightningrl.trace.result"] == '"abab"'
         (boom,) = await admin.query_attempts("remote-boom")
         assert boom.status == AttemptStatus.FAILED and "RuntimeError: remote failure" in (
             boom.failure_reason or ""
