@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fit_agents import PROMPTS, reply_length_agent, subprocess_env
+from proc_state import alive as _alive
 
 from lightningrl import TrainResult, fit
 from lightningrl.tinylm import build_tiny_model
@@ -151,14 +152,6 @@ def _descendants(pid: int) -> set[int]:
             out.add(child)
             todo.append(child)
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.slow

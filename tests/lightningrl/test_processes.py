@@ -12,16 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_state import alive as _alive
 
 from lightningrl.processes import Supervisor, free_port
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _wait_for(condition, timeout: float = 30.0) -> bool:
