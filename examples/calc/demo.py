@@ -79,6 +79,7 @@ def main(args: argparse.Namespace) -> None:
         balance_by="op",
         return_to_judged_calls=args.credit == "episode",
         seed=args.seed,
+        deterministic=args.deterministic,
         advantage=AdvantageConfig(
             estimator="grpo",
             norm_by_std=not args.no_std_norm,
@@ -162,6 +163,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["group_and_call", "group"],
         default="group_and_call",
         help="GRPO baseline: the same call of sibling rollouts, or every call of the task's rollouts",
+    )
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="same seed, same metrics: rollouts named by step and task, each call's sampling seeded",
     )
     p.add_argument("--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)")
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")

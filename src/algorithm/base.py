@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,14 +38,28 @@ class RolloutOutcome:
         return self.rollout.status == RolloutStatus.SUCCEEDED
 
 
+def stable_rollout_id(group_prefix: str, position: int, k: int, task_id: str) -> str:
+    """`{prefix}{position}.{k}-{hash of the task id}`: the same call of `enqueue_tasks` names the same rollouts."""
+    digest = hashlib.sha256(task_id.encode()).hexdigest()[:12]
+    return f"{group_prefix[:150]}{position}.{k}-{digest}"
+
+
 class Algorithm(ABC):
     """An algorithm drives agents only through the store: it never talks to a runner directly."""
 
     name = "algorithm"
 
-    def __init__(self, store: LightningStore, *, rollout_config: RolloutConfig | None = None) -> None:
+    def __init__(
+        self,
+        store: LightningStore,
+        *,
+        rollout_config: RolloutConfig | None = None,
+        stable_rollout_ids: bool = False,
+    ) -> None:
         self.store = store
         self.rollout_config = rollout_config or RolloutConfig()
+        self.stable_rollout_ids = stable_rollout_ids
+        """Name rollouts by group prefix, position and task (not at random): reproducible runs."""
 
     @abstractmethod
     async def run(self) -> Any:
@@ -64,8 +79,8 @@ class Algorithm(ABC):
             raise ValueError(f"n must be >= 1, got {n}")
         requests: list[RolloutRequest] = []
         owners: list[Task] = []
-        for task in tasks:
-            for _ in range(n):
+        for position, task in enumerate(tasks):
+            for k in range(n):
                 requests.append(
                     RolloutRequest(
                         input=task.input,
@@ -74,6 +89,9 @@ class Algorithm(ABC):
                         config=self.rollout_config,
                         metadata={"task_id": task.task_id, "tags": task.tags, "algorithm": self.name},
                         group_id=f"{group_prefix}{task.task_id}",
+                        rollout_id=stable_rollout_id(group_prefix, position, k, task.task_id)
+                        if self.stable_rollout_ids
+                        else None,
                     )
                 )
                 owners.append(task)

@@ -51,8 +51,9 @@ class Evaluate(Algorithm):
         success_threshold: float = 1.0,
         rollout_config: RolloutConfig | None = None,
         group_prefix: str = "eval-",
+        stable_rollout_ids: bool = False,
     ) -> None:
-        super().__init__(store, rollout_config=rollout_config)
+        super().__init__(store, rollout_config=rollout_config, stable_rollout_ids=stable_rollout_ids)
         self.tasks = list(tasks)
         self.resources_id = resources_id
         self.n = n

@@ -37,6 +37,12 @@ class AdvantageConfig:
     drop_uniform_groups: bool = True
     """Drop baseline groups whose call values are all equal (a lone call too): they carry no signal."""
     uniform_tolerance: float = 1e-9
+    scale_to_batch: bool = True
+    """Dropping uniform groups only saves compute; it must not change the update. Under token-mean
+    aggregation their zero-advantage tokens would sit in the loss's denominator, so the kept
+    advantages are scaled by the kept rows' share of the batch's loss tokens. Without it, once most
+    groups are uniform (late in training), each step is as large as an early one but driven by a few
+    sampled failures: the calc demo's late oscillation."""
     negative_weight: float = 1.0
     """Scale of negative advantages (1.0: the estimator as is). Below 1 is asymmetric REINFORCE: a tiny
     policy pushed away from its failures leaks probability onto tokens no sample tried (here: broken
@@ -126,6 +132,9 @@ def compute_advantages(batch: SequenceBatch, config: AdvantageConfig | None = No
             where = positions[j]
             advantages[rows[j], where] = seg_adv[out_row, : len(where)]
             returns[rows[j], where] = seg_ret[out_row, : len(where)]
+        if config.scale_to_batch:
+            tokens = batch.response_mask.sum(dim=1)
+            advantages *= float(tokens[keep].sum() / tokens.sum().clamp(min=1.0))
     return AdvantageResult(
         advantages=advantages, returns=returns, keep=keep, groups=len(groups), dropped_groups=dropped
     )

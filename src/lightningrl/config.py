@@ -50,6 +50,10 @@ class LightningRLConfig:
     """Where metrics.csv, reward_curve.png and checkpoints/ go (`fit` sets it to its output_dir)."""
     seed: int = 0
     """Seeds the order in which train tasks are drawn."""
+    deterministic: bool = False
+    """Same seed, same metrics: rollouts are named by step, position and task instead of at random,
+    and `fit` publishes the LLM with `seed_calls` (each call's sampling seeded by its rollout id and
+    request). Batches already follow enqueue order, never finish order."""
     reload_servers: bool = True
     """POST /reload to the LLM's endpoints after each publish (our server; vLLM needs its own hook)."""
     show_progress: bool = True

@@ -13,9 +13,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -36,6 +36,7 @@ SERVED_MODEL_NAME = "policy"
 INFERENCE_BATCH = 64
 """Most requests the inference server generates together (a step's rollouts arrive at once)."""
 TRAIN_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
+T = TypeVar("T")
 """The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
 
 
@@ -68,6 +69,7 @@ def fit(
     - sampling_by_mode: the published LLM's per-mode sampling (e.g. `{"val": {"temperature": 1.0}}`
       to measure held-out success at the training temperature; default: val 0.7, test greedy).
 
+    Works inside a running event loop too (a Jupyter cell): training then runs on a thread of its own.
     A second call on the same output_dir and store resumes: it trains the resource's latest version
     and continues the metrics and step numbers. Children stop on return, error, Ctrl-C and SIGTERM.
     """
@@ -95,8 +97,8 @@ def fit(
     target = _store_target(store, out)
     console = console or Console()
     with Supervisor(out / "logs") as supervisor, _sigterm_as_interrupt():
-        return asyncio.run(
-            _fit(
+        return _run_to_end(
+            lambda: _fit(
                 supervisor,
                 spec,
                 train_tasks,
@@ -130,7 +132,9 @@ async def _fit(
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
     store = open_store(store_url, role=Role.ALGORITHM)
     try:
-        llm = await _llm_resource(supervisor, store, cfg.resource_name, model_dir, sampling_by_mode)
+        llm = await _llm_resource(
+            supervisor, store, cfg.resource_name, model_dir, sampling_by_mode, deterministic=cfg.deterministic
+        )
         _start_runners(supervisor, spec, store_url, proxy_url, workers, processes)
         if cfg.show_progress:
             console.print(
@@ -176,6 +180,45 @@ async def _fit(
         )
     finally:
         await store.close()
+
+
+def _run_to_end(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """`asyncio.run(main())`; inside a running event loop (Jupyter, an `async def`) on a thread of its
+    own, since that loop cannot be re-entered. Ctrl-C there cancels the training like it does here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    box: dict[str, Any] = {}
+    started = threading.Event()
+
+    async def tracked() -> T:
+        box["loop"], box["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        started.set()
+        return await main()
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(tracked())
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = error
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=target, name="lightningrl-fit", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        started.wait()
+        if "loop" in box:
+            box["loop"].call_soon_threadsafe(box["task"].cancel)
+        thread.join()
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _check_engine(engine: str) -> None:
@@ -241,6 +284,8 @@ async def _llm_resource(
     name: str,
     model_dir: Path,
     sampling_by_mode: dict[str, dict[str, Any]],
+    *,
+    deterministic: bool = False,
 ) -> LLM:
     """The LLM being trained, served: a fresh resource on `model_dir`, or the latest version (resume),
     with an inference server started unless its endpoints already answer."""
@@ -253,6 +298,7 @@ async def _llm_resource(
             checkpoint=str(model_dir),
             sampling=TRAIN_SAMPLING,
             sampling_by_mode=sampling_by_mode,
+            seed_calls=deterministic,
         )
         await store.add_resource_version(name, llm, created_by="fit", artifact=str(model_dir))
         return llm

@@ -65,7 +65,7 @@ class LightningRL(Algorithm):
         console: Console | None = None,
         stop_check: StopCheck | None = None,
     ) -> None:
-        super().__init__(store)
+        super().__init__(store, stable_rollout_ids=bool(config and config.deterministic))
         if not train_tasks:
             raise ValueError("train_tasks must not be empty")
         self.config = config or LightningRLConfig()
@@ -266,6 +266,7 @@ class LightningRL(Algorithm):
             timeout=self.config.step_timeout,
             success_threshold=self.config.success_threshold,
             group_prefix=group_prefix,
+            stable_rollout_ids=self.stable_rollout_ids,
         ).run()
 
     # ---- continuous mode ---------------------------------------------------------------------------

@@ -35,6 +35,9 @@ class LLM(BaseModel):
     respect_agent_sampling: list[Literal["train", "val", "test"]] = Field(default_factory=list)
     """Modes whose rewrite this resource opts out of: the agent's own values win over the mode's.
     In train mode the trainer then scores log-probs at the temperature each call used (its span's)."""
+    seed_calls: bool = False
+    """Deterministic sampling: the proxy gives each call that has no `seed` of its own one derived from
+    its rollout id and request, so the same rollout asking the same thing samples the same answer."""
     checkpoint: str | None = None
     """Where the weights of this version live (an HF directory), if trainable."""
     provider: str = "openai"

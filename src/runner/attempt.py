@@ -24,7 +24,7 @@ from lightningstore import (
 )
 from runner.agent import LitAgent
 from runner.context import AttemptContext, attempt_scope
-from runner.resources import AgentResources, build_resources, resolve_versions
+from runner.resources import AgentResources, ResourceSetCache, build_resources, resolve_versions
 from runner.reward import record_reward, rewards_from_result
 from runner.sink import SpanSink
 from runner.threads import run_in_daemon_thread
@@ -51,6 +51,7 @@ class AttemptSettings:
     production: bool
     heartbeat_interval: float
     worker_id: str
+    resource_sets: ResourceSetCache | None = None
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,9 @@ class AttemptExecution:
 
     async def _resources(self) -> AgentResources:
         rollout = self.claim.rollout
-        versions = await resolve_versions(self.store, rollout, production=self.settings.production)
+        versions = await resolve_versions(
+            self.store, rollout, production=self.settings.production, cache=self.settings.resource_sets
+        )
         return build_resources(
             versions,
             rollout,

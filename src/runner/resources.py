@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightningstore import LLM, LightningStore, PromptTemplate, ResourceVersion, Rollout
+from lightningstore import LLM, LightningStore, PromptTemplate, ResourceSet, ResourceVersion, Rollout
 from lightningstore.auth import agent_key
 from lightningstore.semconv import proxy_base_url
 
@@ -60,12 +61,40 @@ def attempt_api_key(secret: str | None, rollout_id: str, attempt_id: str) -> str
     return agent_key(secret, rollout_id, attempt_id) if secret else DEFAULT_API_KEY
 
 
+class ResourceSetCache:
+    """Resource sets by id, remembered: a set never changes once stored, and every rollout of a
+    step names the same one (one store round trip per step instead of one per rollout)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._sets: OrderedDict[str, ResourceSet] = OrderedDict()
+
+    async def get(self, store: LightningStore, resources_id: str) -> ResourceSet | None:
+        found = self._sets.get(resources_id)
+        if found is not None:
+            self._sets.move_to_end(resources_id)
+            return found
+        found = await store.get_resources_by_id(resources_id)
+        if found is not None:
+            self._sets[resources_id] = found
+            while len(self._sets) > self.size:
+                self._sets.popitem(last=False)
+        return found
+
+
 async def resolve_versions(
-    store: LightningStore, rollout: Rollout, *, production: bool
+    store: LightningStore,
+    rollout: Rollout,
+    *,
+    production: bool,
+    cache: ResourceSetCache | None = None,
 ) -> list[ResourceVersion]:
     """The versions an attempt uses: the rollout's set (its `approved` pointers in production)."""
     if rollout.resources_id is not None:
-        bound = await store.get_resources_by_id(rollout.resources_id)
+        if cache is not None:
+            bound = await cache.get(store, rollout.resources_id)
+        else:
+            bound = await store.get_resources_by_id(rollout.resources_id)
         if bound is None:
             raise ResourceResolutionError(
                 f"rollout {rollout.rollout_id} names unknown resources_id {rollout.resources_id!r}"

@@ -16,6 +16,7 @@ from lightningstore.auth import agent_key
 from runner.agent import LitAgent, as_agent
 from runner.attempt import AttemptExecution, AttemptOutcome, AttemptSettings, CancelReason
 from runner.progress import ProgressDisplay, RunnerSummary
+from runner.resources import ResourceSetCache
 from runner.sink import OtlpSink, SpanSink, StoreSink
 
 log = logging.getLogger("runner")
@@ -79,6 +80,7 @@ class Runner:
             raise ValueError("span_transport='otlp' needs a StoreClient (a store server URL)")
         self.summary = RunnerSummary()
         self._executions: set[AttemptExecution] = set()
+        self._resource_sets = ResourceSetCache()
         self._stop_requests = 0
         self._stop_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -182,6 +184,7 @@ class Runner:
             production=self.production,
             heartbeat_interval=self.heartbeat_interval,
             worker_id=worker_id,
+            resource_sets=self._resource_sets,
         )
         execution = AttemptExecution(self.store, self.agent, claim, settings, self._sink)
         self._executions.add(execution)

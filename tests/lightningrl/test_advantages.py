@@ -79,13 +79,19 @@ def test_groups_whose_rewards_are_all_equal_are_dropped_and_counted() -> None:
         ]
     )
 
-    result = compute_advantages(batch)
+    result = compute_advantages(batch, AdvantageConfig(scale_to_batch=False))
 
     assert result.keep.tolist() == [False, False, False, True, True]
     assert (result.groups, result.dropped_groups, result.dropped_sequences) == (3, 2, 3)
     assert result.advantages[:3].abs().sum().item() == 0.0
     # The live group is normalised on its own: +-1/sqrt(2) / (1/sqrt(2)) ... i.e. +-0.7071 around 0.5.
     torch.testing.assert_close(result.advantages[3:, 0], torch.tensor([0.7071, -0.7071]), atol=1e-4, rtol=0)
+
+    # By default the kept rows carry their share of the batch's loss tokens (2 of 5 one-token rows):
+    # the token-mean update is the one the whole batch would give.
+    scaled = compute_advantages(batch)
+    assert scaled.keep.tolist() == result.keep.tolist()
+    torch.testing.assert_close(scaled.advantages, result.advantages * 2 / 5)
 
 
 def test_all_groups_flat_gives_no_rows_to_train() -> None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from backends import create_pg_database, drop_pg_database
 from fit_agents import PROMPTS, reply_length_agent, subprocess_env
 from proc_state import alive as _alive
 
@@ -42,7 +43,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def _versions(db: Path) -> list:
+def _versions(db: Path | str) -> list:
     async def read() -> list:
         store = SqlStore(db)
         try:
@@ -92,6 +93,37 @@ def test_fit_trains_then_resumes(model: Path, tmp_path: Path) -> None:
     for parent, child in zip(chain, chain[1:], strict=False):
         assert child.parent_id == parent.version_id
     assert chain[-1].resource.checkpoint == str(second.last_checkpoint)
+
+
+@pytest.mark.slow
+def test_fit_on_postgresql_from_a_running_event_loop(model: Path, tmp_path: Path, pg_server) -> None:
+    """As in a notebook cell: fit is called where an event loop already runs; the store is PostgreSQL."""
+    server = pg_server()
+    url = create_pg_database(server)
+    rows = [{"prompt": p} for p in PROMPTS]
+
+    async def notebook_cell() -> TrainResult:
+        assert asyncio.get_running_loop().is_running()
+        return fit(
+            reply_length_agent,
+            rows,
+            model=model,
+            config={**CONFIG, "steps": 1},
+            store=url,
+            workers=2,
+            runner_processes=1,
+            output_dir=tmp_path / "run",
+        )
+
+    try:
+        result = asyncio.run(notebook_cell())
+        assert [r["step"] for r in result.metrics] == [1]
+        assert not (tmp_path / "run" / "store.db").exists()
+        chain = _versions(url)
+        assert len(chain) == 2 and chain[-1].version_id == result.final_version_id
+        assert chain[-1].resource.checkpoint == str(tmp_path / "run" / "checkpoints" / "step-0001")
+    finally:
+        drop_pg_database(server, url)
 
 
 def test_fit_refuses_what_runners_cannot_load(model: Path, tmp_path: Path) -> None:

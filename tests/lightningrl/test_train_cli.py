@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 import subprocess
@@ -11,7 +12,10 @@ from pathlib import Path
 import pytest
 from fit_agents import PROMPTS, subprocess_env
 
+from lightningrl.cli import build_parser
+from lightningrl.commands.train import settings_from
 from lightningrl.tinylm import build_tiny_model
+from lightningstore import SqlStore
 
 COMMAND_AGENT = Path(__file__).parent / "command_agent.py"
 
@@ -30,6 +34,9 @@ model = "model"
 workers = 3
 runner_processes = 1
 output_dir = "run"
+
+[sampling_by_mode.val]
+temperature = 0.3
 
 [config]
 steps = 1
@@ -65,6 +72,25 @@ lr = 1e-3
     lines = [line for line in done.stdout.splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in lines] == ["1/2", "2/2"], done.stdout
     assert "done: step 2" in done.stdout
+    latest = asyncio.run(_latest_llm(tmp_path / "run" / "store.db"))
+    assert latest.resource.sampling_by_mode == {"val": {"temperature": 0.3}}
+
+
+async def _latest_llm(db: Path):
+    store = SqlStore(db)
+    try:
+        return await store.get_latest_version("llm")
+    finally:
+        await store.close()
+
+
+def test_sampling_by_mode_flag_is_an_inline_table() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["train", "--sampling_by_mode", "{val = {temperature = 1.0, top_p = 0.9}}"])
+    top, _ = settings_from(args)
+    assert top["sampling_by_mode"] == {"val": {"temperature": 1.0, "top_p": 0.9}}
+    with pytest.raises(ValueError, match="sampling_by_mode must be a TOML inline table"):
+        settings_from(parser.parse_args(["train", "--sampling_by_mode", "val.temperature=1"]))
 
 
 def test_train_reports_bad_config_keys(tmp_path: Path) -> None:

@@ -88,6 +88,22 @@ def test_completions_ask_for_one_logprob_unless_the_agent_asked_more() -> None:
     assert "return_token_ids" not in observed.body and "logprobs" not in observed.body
 
 
+def test_seed_calls_gives_each_call_a_seed_from_its_rollout_and_request() -> None:
+    seeded = LLM(endpoints=["http://a/v1"], model="m", seed_calls=True)
+    first = prepare("chat", CHAT, seeded, "train", ProxyConfig(), rollout_id="ro-1")
+    again = prepare(
+        "chat", dict(reversed(list(CHAT.items()))), seeded, "train", ProxyConfig(), rollout_id="ro-1"
+    )
+    other_rollout = prepare("chat", CHAT, seeded, "train", ProxyConfig(), rollout_id="ro-2")
+    next_turn = {**CHAT, "messages": [*CHAT["messages"], {"role": "user", "content": "and?"}]}
+    other_call = prepare("chat", next_turn, seeded, "train", ProxyConfig(), rollout_id="ro-1")
+    seeds = [c.body["seed"] for c in (first, again, other_rollout, other_call)]
+    assert seeds[0] == seeds[1] and len(set(seeds)) == 3 and all(0 <= s < 2**31 for s in seeds)
+    own = prepare("chat", {**CHAT, "seed": 7}, seeded, "train", ProxyConfig(), rollout_id="ro-1")
+    assert own.body["seed"] == 7  # the agent's own seed is kept
+    assert "seed" not in prepare("chat", CHAT, RESOURCE, "train", ProxyConfig(), rollout_id="ro-1").body
+
+
 def test_routing_is_sticky_spread_and_stable_when_an_endpoint_is_added() -> None:
     three = ["http://a/v1", "http://b/v1", "http://c/v1"]
     homes = {f"ro-{i}": endpoint_order(f"ro-{i}", three)[0] for i in range(600)}

@@ -20,6 +20,8 @@ TOP_LEVEL = {
     "runner_processes": "runner processes sharing them (default: min(workers, CPU count))",
     "engine": "inference engine: auto or ours (vllm: not yet)",
     "output_dir": "metrics.csv, reward_curve.png, checkpoints/, logs/ and the default store (default runs/fit)",
+    "sampling_by_mode": "the published LLM's sampling per rollout mode, a TOML table "
+    "(flag: an inline table, '{val = {temperature = 1.0}}'; default val 0.7, test greedy)",
 }
 _INTS = ("workers", "runner_processes")
 _PATHS = ("train", "val", "model", "output_dir")
@@ -90,7 +92,11 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
     for key in TOP_LEVEL:
         if f"top.{key}" in given:
             value = given[f"top.{key}"]
-            top[key] = int(_int(value, key)) if key in _INTS else value
+            if key in _INTS:
+                value = _int(value, key)
+            elif key == "sampling_by_mode":
+                value = _inline_table(value, key)
+            top[key] = value
     hints = {f.name: f.hint for f in config_fields()}
     for name, hint in hints.items():
         if f"config.{name}" in given:
@@ -107,6 +113,15 @@ def _int(text: Any, key: str) -> int:
         return int(text)
     except (TypeError, ValueError):
         raise ValueError(f"{key} must be an integer, got {text!r}") from None
+
+
+def _inline_table(text: str, key: str) -> dict[str, Any]:
+    try:
+        return dict(tomllib.loads(f"value = {text}")["value"])
+    except (tomllib.TOMLDecodeError, TypeError, ValueError):
+        raise ValueError(
+            f"--{key} must be a TOML inline table such as '{{val = {{temperature = 1.0}}}}', got {text!r}"
+        ) from None
 
 
 def _read_toml(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -155,7 +170,9 @@ def _train(args: argparse.Namespace) -> int:
         agent = top.pop("agent", None) or list(top.pop("command"))
         train, val, model = top.pop("train"), top.pop("val", None), top.pop("model")
         kwargs = {
-            k: top[k] for k in ("store", "workers", "runner_processes", "engine", "output_dir") if k in top
+            k: top[k]
+            for k in ("store", "workers", "runner_processes", "engine", "output_dir", "sampling_by_mode")
+            if k in top
         }
         result = fit(agent, train, val, model=model, config=config, **kwargs)
     except (ValueError, TypeError, FileNotFoundError, NotImplementedError) as error:

@@ -94,7 +94,13 @@ class Gateway:
             agent = parse_body(await request.body(), kind)
             bound = (await self.bindings.get(rollout_id)).pick(agent.get("model"), self.config.resource_name)
             call = prepare(
-                kind, agent, bound.llm, mode, self.config, ask_tokens=bound.llm.provider == "openai"
+                kind,
+                agent,
+                bound.llm,
+                mode,
+                self.config,
+                ask_tokens=bound.llm.provider == "openai",
+                rollout_id=rollout_id,
             )
             # The attempt's status is the one lookup a cache cannot answer: overlap it with the upstream.
             check = asyncio.create_task(check_attempt(self.store, rollout_id, attempt_id))

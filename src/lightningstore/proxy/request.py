@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,14 +88,29 @@ def merge_sampling(body: JSON, agent: JSON, llm: LLM, mode: str, config: ProxyCo
             body[key] = value
 
 
+def call_seed(rollout_id: str, agent: JSON) -> int:
+    """A seed for one call: its rollout id and the agent's request, hashed (31 bits, as vLLM takes)."""
+    digest = hashlib.sha256(rollout_id.encode() + b"\0" + orjson.dumps(agent, option=orjson.OPT_SORT_KEYS))
+    return int.from_bytes(digest.digest()[:4], "little") & 0x7FFFFFFF
+
+
 def prepare(
-    kind: Kind, agent: JSON, llm: LLM, mode: str, config: ProxyConfig, *, ask_tokens: bool = True
+    kind: Kind,
+    agent: JSON,
+    llm: LLM,
+    mode: str,
+    config: ProxyConfig,
+    *,
+    ask_tokens: bool = True,
+    rollout_id: str | None = None,
 ) -> CallRequest:
-    """The upstream request: the resource's model and sampling, and (`ask_tokens`) asking for token ids
-    and logprobs."""
+    """The upstream request: the resource's model and sampling, (`ask_tokens`) asking for token ids
+    and logprobs, and a seed from `rollout_id` when the resource `seed_calls` and the agent gave none."""
     body = dict(agent)
     body["model"] = llm.model
     merge_sampling(body, agent, llm, mode, config)
+    if llm.seed_calls and rollout_id is not None and body.get("seed") is None:
+        body["seed"] = call_seed(rollout_id, agent)
     wants_logprobs = bool(agent.get("logprobs")) if kind == "chat" else agent.get("logprobs") is not None
     if ask_tokens:
         if kind == "chat":

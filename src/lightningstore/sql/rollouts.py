@@ -22,6 +22,9 @@ from lightningstore.sql.rows import rollout_from_row
 from lightningstore.status import RolloutMode, RolloutStatus, check_rollout_transition
 from lightningstore.unset import UNSET, Unset
 
+WAIT_COALESCE_SECONDS = 0.05
+"""After a change wakes `wait_for_rollouts`, how long it lets further changes gather before re-reading."""
+
 
 class SqlRollouts:
     """Moves rollouts through the queue; waits on `queries` and sweeps through `attempts`."""
@@ -206,6 +209,9 @@ class SqlRollouts:
             try:
                 # Wake early on an in-process change; poll for changes made by other processes.
                 await asyncio.wait_for(changed.wait(), timeout=wait)
+                # A server commits hundreds of times a second while rollouts run: let changes gather
+                # instead of re-reading every rollout after each commit.
+                await asyncio.sleep(WAIT_COALESCE_SECONDS)
             except TimeoutError:
                 pass
             delay = min(delay * 1.5, 0.5)

@@ -1,0 +1,209 @@
+"""Bench the rollout phase: the whole system's LLM calls/s vs the inference server alone.
+
+    .venv/bin/python bench/rollouts.py [--rollouts 96] [--workers 32] [--repeats 3] [--model DIR]
+
+The workload is one RL step of the calc demo: `--rollouts` rollouts of examples/calc's agent (two
+chat calls each: pick a tool, then answer) at `--workers` concurrency, on the demo's warmed-up tiny
+model (built and warmed here unless `--model` names one).
+
+- **inference alone**: this process runs the agent's own `solve()` against `lightningrl serve-model`
+  directly — the same requests at the same concurrency, no store, no proxy, no runner.
+- **whole system**: the processes `fit` starts (`lightningrl store serve` with its proxy, the same
+  inference server, `lightningrl runner` x `--runner-processes`); this process enqueues the rollouts
+  as the trainer does and times enqueue -> every rollout finished (`wait_for_rollouts`), spans,
+  rewards and attempt ends stored.
+
+Each arm is warmed once, then timed `--repeats` times; the table shows the median and the range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples" / "calc"))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from agent import solve  # noqa: E402
+from tasks import demonstrations, split_tasks, vocabulary  # noqa: E402
+
+from lightningrl.processes import Supervisor, free_port  # noqa: E402
+from lightningstore import LLM, RolloutRequest, open_store  # noqa: E402
+from lightningstore.auth import Role  # noqa: E402
+from runner.resources import ResolvedLLM  # noqa: E402
+
+SAMPLING = {"temperature": 1.0, "top_p": 1.0}
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "lightningrl.cli", *args]
+
+
+def child_env() -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples" / "calc")])}
+
+
+def warmed_model(work: Path, warmup_steps: int) -> Path:
+    from lightningrl.tinylm import build_tiny_model
+    from lightningrl.warmup import WarmupConfig, supervised_warmup
+
+    train, _ = split_tasks(0)
+    base = build_tiny_model(
+        work / "model-base",
+        seed=0,
+        tokenizer_kind="word",
+        extra_text=vocabulary(),
+        hidden_size=128,
+        num_layers=2,
+    )
+    warm, _ = supervised_warmup(
+        base,
+        demonstrations(train, 0, 4000),
+        work / "model-warmup",
+        WarmupConfig(steps=warmup_steps, lr=3e-3),
+        show_progress=False,
+    )
+    return warm
+
+
+def questions(count: int) -> list[dict]:
+    train, _ = split_tasks(0)
+    return [t.as_input() for t in (train * (count // len(train) + 1))[:count]]
+
+
+async def alone(endpoint: str, tasks: list[dict], workers: int) -> float:
+    """Seconds for the agent's calls of every task, `workers` at a time, straight to the server."""
+    llm = ResolvedLLM(name="policy", base_url=endpoint, model="policy", api_key="bench", sampling=SAMPLING)
+    queue: asyncio.Queue[dict] = asyncio.Queue()
+    for task in tasks:
+        queue.put_nowait(task)
+
+    async def worker() -> None:
+        while not queue.empty():
+            task = queue.get_nowait()
+            await solve(llm, task["question"])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    return time.perf_counter() - started
+
+
+async def system(store, tasks: list[dict], resources_id: str) -> float:
+    """Seconds from enqueueing the tasks as rollouts to all of them finished, as the trainer sees it."""
+    requests = [
+        RolloutRequest(input=t, resources_id=resources_id, metadata={"task_id": t["task_id"]}) for t in tasks
+    ]
+    started = time.perf_counter()
+    enqueued = await store.enqueue_many_rollouts(requests)
+    done = await store.wait_for_rollouts([r.rollout_id for r in enqueued], timeout=600)
+    elapsed = time.perf_counter() - started
+    failed = [r for r in done if r.status.value != "succeeded"]
+    if len(done) != len(tasks) or failed:
+        raise RuntimeError(f"{len(tasks) - len(done)} unfinished, {len(failed)} failed rollouts")
+    return elapsed
+
+
+async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[float]]]:
+    model = Path(args.model) if args.model else warmed_model(work, args.warmup_steps)
+    tasks = questions(args.rollouts)
+    results: list[tuple[str, list[float]]] = []
+    with Supervisor(work / "logs") as supervisor:
+        port = free_port()
+        inference = supervisor.start(
+            "inference",
+            cli(
+                "serve-model",
+                "--checkpoint",
+                str(model),
+                "--port",
+                str(port),
+                "--served-model-name",
+                "policy",
+                "--max-batch-size",
+                "64",
+                "--cpu-threads",
+                "1",
+            ),
+            env=child_env(),
+        )
+        await supervisor.wait_http(inference, f"http://127.0.0.1:{port}/healthz")
+        endpoint = f"http://127.0.0.1:{port}/v1"
+        await alone(endpoint, tasks, args.workers)  # warm
+        results.append(
+            ("inference alone", [await alone(endpoint, tasks, args.workers) for _ in range(args.repeats)])
+        )
+
+        store_port = free_port()
+        server = supervisor.start(
+            "store",
+            cli("store", "serve", "--db", str(work / "store.db"), "--port", str(store_port)),
+            env=child_env(),
+        )
+        store_url = f"http://127.0.0.1:{store_port}"
+        await supervisor.wait_http(server, f"{store_url}/healthz")
+        store = open_store(store_url, role=Role.ALGORITHM)
+        try:
+            llm = LLM(endpoints=[endpoint], model="policy", checkpoint=str(model), sampling=SAMPLING)
+            await store.add_resource_version("policy", llm, created_by="bench")
+            resources = await store.get_latest_resources()
+            assert resources is not None
+            share, extra = divmod(args.workers, args.runner_processes)
+            for index in range(args.runner_processes):
+                supervisor.start(
+                    f"runner-{index}",
+                    cli(
+                        "runner",
+                        "--store",
+                        store_url,
+                        "--proxy-url",
+                        f"{store_url}/proxy",
+                        "--workers",
+                        str(share + (index < extra)),
+                        "--no-progress",
+                        "--agent",
+                        "agent:calc_agent",
+                    ),
+                    env=child_env(),
+                )
+            await system(store, tasks, resources.resources_id)  # warm (and waits for the runners to attach)
+            timed = [await system(store, tasks, resources.resources_id) for _ in range(args.repeats)]
+            results.append((f"whole system ({args.runner_processes} runner processes)", timed))
+        finally:
+            await store.close()
+    return results
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rollouts", type=int, default=96)
+    p.add_argument("--workers", type=int, default=32)
+    p.add_argument("--runner-processes", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--model", default=None, help="a warmed-up calc model directory (default: build one)")
+    p.add_argument("--warmup-steps", type=int, default=300)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-rollouts-") as tmp:
+        results = asyncio.run(bench(args, Path(tmp)))
+    calls = 2 * args.rollouts
+    base = statistics.median(results[0][1])
+    print(
+        f"\nrollout phase: {args.rollouts} calc rollouts ({calls} chat calls) at concurrency {args.workers}, "
+        f"median of {args.repeats} (range)"
+    )
+    print(f"{'arm':42s} {'seconds':>18s} {'calls/s':>8s} {'vs alone':>9s}")
+    for name, times in results:
+        med = statistics.median(times)
+        spread = f"{med:.2f} ({min(times):.2f}-{max(times):.2f})"
+        print(f"{name:42s} {spread:>18s} {calls / med:8.1f} {base / med:9.0%}")
+
+
+if __name__ == "__main__":
+    main()
