@@ -152,9 +152,8 @@ async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[fl
         store = open_store(store_url, role=Role.ALGORITHM)
         try:
             llm = LLM(endpoints=[endpoint], model="policy", checkpoint=str(model), sampling=SAMPLING)
-            await store.add_resource_version("policy", llm, created_by="bench")
-            resources = await store.get_latest_resources()
-            assert resources is not None
+            version = await store.add_resource_version("policy", llm, created_by="bench")
+            resources = await store.add_resource_set({"policy": version.version_id})
             share, extra = divmod(args.workers, args.runner_processes)
             for index in range(args.runner_processes):
                 supervisor.start(

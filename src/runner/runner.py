@@ -17,7 +17,7 @@ from runner.agent import LitAgent, as_agent
 from runner.attempt import AttemptExecution, AttemptOutcome, AttemptSettings, CancelReason
 from runner.progress import ProgressDisplay, RunnerSummary
 from runner.resources import ResourceSetCache
-from runner.sink import OtlpSink, SpanSink, StoreSink
+from runner.sink import OtlpSink, SharedSink, SpanSink, StoreSink
 
 log = logging.getLogger("runner")
 SpanTransport = Literal["auto", "store", "otlp"]
@@ -81,6 +81,7 @@ class Runner:
         self.summary = RunnerSummary()
         self._executions: set[AttemptExecution] = set()
         self._resource_sets = ResourceSetCache()
+        self._shared_sink: SharedSink | None = None
         self._stop_requests = 0
         self._stop_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -138,6 +139,9 @@ class Runner:
                 grace.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await grace
+                if self._shared_sink is not None:
+                    self._shared_sink.sink.close()
+                    self._shared_sink = None
         return self.summary
 
     async def _stop_grace(self) -> None:
@@ -205,14 +209,15 @@ class Runner:
         if self._remote_url is None:
             return StoreSink(self.store)
         headers = dict(self.otlp_headers or {})
-        if not headers:
-            if self.agent_key_secret:
-                headers["authorization"] = (
-                    f"Bearer {agent_key(self.agent_key_secret, rollout_id, attempt_id)}"
-                )
-            elif (authorization := _client_authorization(self.store)) is not None:
+        if not headers and self.agent_key_secret:  # a key per attempt: an exporter per attempt
+            headers["authorization"] = f"Bearer {agent_key(self.agent_key_secret, rollout_id, attempt_id)}"
+            return OtlpSink(f"{self._remote_url}/v1/traces", headers)
+        if self._shared_sink is None:
+            # The same headers for every attempt: one exporter (one connection pool) for all of them.
+            if not headers and (authorization := _client_authorization(self.store)) is not None:
                 headers["authorization"] = authorization
-        return OtlpSink(f"{self._remote_url}/v1/traces", headers)
+            self._shared_sink = SharedSink(OtlpSink(f"{self._remote_url}/v1/traces", headers))
+        return self._shared_sink
 
     def _reserve(self) -> bool:
         if self._budget is None:

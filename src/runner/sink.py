@@ -60,3 +60,16 @@ class OtlpSink:
 
     def close(self) -> None:
         self._exporter.shutdown()
+
+
+class SharedSink:
+    """One sink used by many attempts: `close()` per attempt is a no-op; its owner closes `sink`."""
+
+    def __init__(self, sink: SpanSink) -> None:
+        self.sink = sink
+
+    async def write(self, spans: Sequence[ReadableSpan], rollout_id: str, attempt_id: str) -> None:
+        await self.sink.write(spans, rollout_id, attempt_id)
+
+    def close(self) -> None:
+        return None
