@@ -53,7 +53,8 @@ class LightningRLConfig:
     deterministic: bool = False
     """Same seed, same metrics: rollouts are named by step, position and task instead of at random,
     and `fit` publishes the LLM with `seed_calls` (each call's sampling seeded by its rollout id and
-    request). Batches already follow enqueue order, never finish order."""
+    request), and trains without the rollout-logprob correction (its inputs carry the inference
+    server's batch-dependent float noise). Batches already follow enqueue order, never finish order."""
     reload_servers: bool = True
     """POST /reload to the LLM's endpoints after each publish (our server; vLLM needs its own hook)."""
     show_progress: bool = True

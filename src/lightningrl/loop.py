@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import time
@@ -24,6 +25,7 @@ from lightningrl.metrics import MetricsLog, plot_reward_curve
 from lightningrl.progress import StepProgress, step_info
 from lightningrl.release.stop import stop_reason
 from lightningrl.reload import reload_endpoints
+from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import (
     LLM,
@@ -92,6 +94,15 @@ class LightningRL(Algorithm):
 
     # ---- setup -----------------------------------------------------------------------------------
 
+    def _trainer_config(self) -> TrainerConfig:
+        """The trainer's config; a deterministic run trains without the rollout-logprob correction, whose
+        inputs carry the inference server's batch-dependent float noise (~1e-7)."""
+        trainer = self.config.trainer
+        if self.config.deterministic and trainer.loss.rollout_is_threshold is not None:
+            loss = dataclasses.replace(trainer.loss, rollout_is_threshold=None)
+            trainer = dataclasses.replace(trainer, loss=loss)
+        return trainer
+
     async def _start(self) -> LLM:
         version = await self.store.get_latest_version(self.config.resource_name)
         if version is None:
@@ -110,7 +121,7 @@ class LightningRL(Algorithm):
         if self.trainer is None:
             from lightningrl.trainer import VerlActorTrainer
 
-            self.trainer = await asyncio.to_thread(VerlActorTrainer, llm.checkpoint, self.config.trainer)
+            self.trainer = await asyncio.to_thread(VerlActorTrainer, llm.checkpoint, self._trainer_config())
         return llm
 
     def _current_llm(self) -> LLM:

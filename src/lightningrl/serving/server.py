@@ -30,4 +30,4 @@ def run_server(
         served_model_name=served_model_name,
         cpu_threads=cpu_threads,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
