@@ -64,11 +64,18 @@ def main(args: argparse.Namespace) -> None:
             base,
             demonstrations(train, args.seed, 4000),
             out / "model-warmup",
-            WarmupConfig(steps=args.warmup_steps, lr=args.warmup_lr, seed=args.seed),
+            WarmupConfig(
+                steps=args.warmup_steps,
+                lr=args.warmup_lr,
+                seed=args.seed,
+                until_loss=args.warmup_until_loss,
+                max_steps=args.warmup_max_steps,
+            ),
             console=console,
         )
         console.print(
-            f"built the tiny model and warmed it up on random-tool demonstrations (loss {losses[-1]:.3f})"
+            f"built the tiny model and warmed it up on random-tool demonstrations "
+            f"({len(losses)} steps, loss {losses[-1]:.3f})"
         )
 
     config = LightningRLConfig(
@@ -138,6 +145,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--warmup-steps", type=int, default=300)
     p.add_argument("--warmup-lr", type=float, default=3e-3)
+    p.add_argument(
+        "--warmup-until-loss",
+        type=float,
+        default=0.13,
+        help="after --warmup-steps, go on until the mean loss of 30 steps is this low (the random tool "
+        "choice leaves ~0.12): some seeds learn to copy numbers late",
+    )
+    p.add_argument("--warmup-max-steps", type=int, default=900)
     p.add_argument(
         "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
     )

@@ -26,6 +26,18 @@ class WarmupConfig:
     lr: float = 3e-3
     seed: int = 0
     weight_decay: float = 0.0
+    until_loss: float | None = None
+    """Keep going after `steps` (at the schedule's floor) until the mean loss of the last
+    `loss_window` steps is at most this, up to `max_steps`: a skill that emerges late for some seeds
+    (copying a number, say) is then learned every time, and quick seeds stop at `steps`."""
+    max_steps: int | None = None
+    loss_window: int = 30
+
+    def __post_init__(self) -> None:
+        if self.until_loss is not None and (self.max_steps is None or self.max_steps < self.steps):
+            raise ValueError(
+                f"until_loss needs max_steps >= steps ({self.steps}), got max_steps={self.max_steps!r}"
+            )
 
 
 def encode_demonstration(
@@ -76,10 +88,11 @@ def supervised_warmup(
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, config.steps))
     pad = tokenizer.pad_token_id
     losses: list[float] = []
+    limit = config.max_steps if config.until_loss is not None and config.max_steps else config.steps
     every = report_every or max(1, config.steps // 10)
     progress = StepProgress(
         console or Console(),
-        config.steps,
+        limit,
         bar_label="supervised warm-up",
         line_label="warm-up step",
         every=every,
@@ -88,7 +101,9 @@ def supervised_warmup(
     )
     with progress:
         rate = _StepRate()
-        for _ in range(config.steps):
+        for step in range(limit):
+            if step >= config.steps and _converged(losses, config):
+                break
             batch = rng.sample(encoded, min(config.batch_size, len(encoded)))
             length = max(len(p) + len(c) for p, c in batch)
             ids = torch.full((len(batch), length), pad, dtype=torch.long)
@@ -113,6 +128,14 @@ def supervised_warmup(
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
     return out, losses
+
+
+def _converged(losses: list[float], config: WarmupConfig) -> bool:
+    """True when no target is set, or the mean of the last `loss_window` losses reached it."""
+    if config.until_loss is None:
+        return True
+    window = losses[-config.loss_window :]
+    return len(window) == config.loss_window and sum(window) / len(window) <= config.until_loss
 
 
 class _StepRate:

@@ -111,3 +111,14 @@ def test_warmup_shows_a_bar_on_a_terminal(tiny_model: Path, tmp_path: Path) -> N
     text = out.getvalue()
     assert "supervised warm-up" in text and "steps/s" in text
     assert "warm-up step" not in text
+
+
+def test_warmup_goes_on_until_its_loss_target_up_to_max_steps(tiny_model: Path, tmp_path: Path) -> None:
+    def run(until_loss: float, name: str) -> list[float]:
+        config = WarmupConfig(steps=4, batch_size=2, until_loss=until_loss, max_steps=12, loss_window=3)
+        return supervised_warmup(tiny_model, DEMOS, tmp_path / name, config, show_progress=False)[1]
+
+    assert len(run(100.0, "reached")) == 4  # the target holds at `steps`: stop there
+    assert len(run(0.0, "never")) == 12  # an unreachable target: up to max_steps
+    with pytest.raises(ValueError, match="until_loss needs max_steps >= steps"):
+        WarmupConfig(steps=10, until_loss=0.1, max_steps=5)
