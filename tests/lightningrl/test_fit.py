@@ -192,9 +192,11 @@ def test_sigint_to_fit_leaves_no_child(model: Path, tmp_path: Path) -> None:
     script = tmp_path / "train_script.py"
     script.write_text(textwrap.dedent(SCRIPT))
     out = tmp_path / "run"
+    # Output to a file, not a pipe nobody reads while waiting: a full pipe would block the parent.
+    log = (tmp_path / "fit-output.log").open("wb")
     parent = subprocess.Popen(
         [sys.executable, str(script), str(model), str(out)],
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         env=subprocess_env(),
     )
@@ -202,17 +204,24 @@ def test_sigint_to_fit_leaves_no_child(model: Path, tmp_path: Path) -> None:
         # store server, inference server and two runners: the runners start last
         deadline = time.monotonic() + 120
         while len(_children(parent.pid)) < 4 or not (out / "metrics.csv").exists():
-            assert parent.poll() is None, parent.communicate()[0].decode()[-3000:]
+            assert parent.poll() is None, (tmp_path / "fit-output.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "fit did not start its processes and a step within 120s"
             time.sleep(0.2)
         recorded = _descendants(parent.pid)
         assert len(recorded) >= 4
         parent.send_signal(signal.SIGINT)
-        parent.wait(timeout=120)
+        try:
+            parent.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                "fit did not exit within 120 s of SIGINT:\n"
+                + (tmp_path / "fit-output.log").read_text()[-3000:]
+            )
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+        log.close()
     deadline = time.monotonic() + 30
     while any(_alive(pid) for pid in recorded) and time.monotonic() < deadline:
         time.sleep(0.1)
