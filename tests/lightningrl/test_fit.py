@@ -199,6 +199,9 @@ def test_sigint_to_fit_leaves_no_child(model: Path, tmp_path: Path) -> None:
         stdout=log,
         stderr=subprocess.STDOUT,
         env=subprocess_env(),
+        # A library imported by another test module may leave SIGINT ignored in this process, and an
+        # ignored signal stays ignored in a child: give the child the default, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         # store server, inference server and two runners: the runners start last
