@@ -35,20 +35,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from agent import solve  # noqa: E402
 from tasks import demonstrations, split_tasks, vocabulary  # noqa: E402
 
-from lightningrl.processes import Supervisor, free_port  # noqa: E402
+from lightningrl.processes import Supervisor, child_env, cli_command, free_port  # noqa: E402
 from lightningstore import LLM, RolloutRequest, open_store  # noqa: E402
 from lightningstore.auth import Role  # noqa: E402
 from runner.resources import ResolvedLLM  # noqa: E402
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0}
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "lightningrl.cli", *args]
-
-
-def child_env() -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples" / "calc")])}
 
 
 def warmed_model(work: Path, warmup_steps: int) -> Path:
@@ -119,7 +111,7 @@ async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[fl
         port = free_port()
         inference = supervisor.start(
             "inference",
-            cli(
+            cli_command(
                 "serve-model",
                 "--checkpoint",
                 str(model),
@@ -144,7 +136,7 @@ async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[fl
         store_port = free_port()
         server = supervisor.start(
             "store",
-            cli("store", "serve", "--db", str(work / "store.db"), "--port", str(store_port)),
+            cli_command("store", "serve", "--db", str(work / "store.db"), "--port", str(store_port)),
             env=child_env(),
         )
         store_url = f"http://127.0.0.1:{store_port}"
@@ -158,7 +150,7 @@ async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[fl
             for index in range(args.runner_processes):
                 supervisor.start(
                     f"runner-{index}",
-                    cli(
+                    cli_command(
                         "runner",
                         "--store",
                         store_url,

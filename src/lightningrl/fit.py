@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
@@ -26,7 +25,7 @@ from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_from
 from lightningrl.datasets import Rows, load_tasks
 from lightningrl.loop import LightningRL
-from lightningrl.processes import Supervisor, free_port, port_is_free
+from lightningrl.processes import Supervisor, child_env, cli_command, free_port, port_is_free
 from lightningrl.result import TrainResult
 from lightningstore import LLM, LightningStore, open_store, semconv
 from lightningstore.auth import Role
@@ -245,24 +244,13 @@ def _store_target(store: str | Path | None, output_dir: Path) -> str:
     return text
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "lightningrl.cli", *args]
-
-
-def _child_env() -> dict[str, str]:
-    """The parent's import path first, so children import the modules (and agents) the parent does."""
-    paths = [p for p in sys.path if p and Path(p).is_dir()]
-    existing = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": os.pathsep.join(paths + ([existing] if existing else []))}
-
-
 async def _store_server(supervisor: Supervisor, target: str) -> str:
     """The store server's URL: `target` itself when it is one, else a `lightningrl store serve` child."""
     if target.startswith(("http://", "https://")):
         return target.rstrip("/")
     port = free_port()
     child = supervisor.start(
-        "store", _cli("store", "serve", "--db", target, "--port", str(port)), env=_child_env()
+        "store", cli_command("store", "serve", "--db", target, "--port", str(port)), env=child_env()
     )
     url = f"http://127.0.0.1:{port}"
     await supervisor.wait_http(child, f"{url}/healthz")
@@ -345,12 +333,12 @@ def _cpu_threads_args() -> list[str]:
 
 async def _inference_server(supervisor: Supervisor, checkpoint: str, model_name: str, port: int) -> str:
     """Start `lightningrl serve-model` on `checkpoint`; its OpenAI base URL once it answers."""
-    command = _cli(
+    command = cli_command(
         "serve-model",
         *("--checkpoint", checkpoint, "--port", str(port), "--served-model-name", model_name),
         *("--max-batch-size", str(INFERENCE_BATCH), *_cpu_threads_args()),
     )
-    child = supervisor.start("inference", command, env=_child_env())
+    child = supervisor.start("inference", command, env=child_env())
     url = f"http://127.0.0.1:{port}"
     await supervisor.wait_http(child, f"{url}/healthz")
     return f"{url}/v1"
@@ -362,7 +350,7 @@ def _start_runners(
     """`processes` runner children sharing `workers` concurrent rollouts as evenly as possible."""
     for index in range(processes):
         share = workers // processes + (1 if index < workers % processes else 0)
-        command = _cli(
+        command = cli_command(
             "runner",
             "--store",
             store_url,
@@ -375,7 +363,7 @@ def _start_runners(
             "5",
             *spec.runner_args(),
         )
-        supervisor.start(f"runner-{index}", command, env=_child_env())
+        supervisor.start(f"runner-{index}", command, env=child_env())
 
 
 @contextlib.contextmanager

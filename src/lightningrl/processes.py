@@ -46,6 +46,18 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
+def cli_command(*args: str) -> list[str]:
+    """`python -m lightningrl.cli ARGS` with this interpreter."""
+    return [sys.executable, "-m", "lightningrl.cli", *args]
+
+
+def child_env() -> dict[str, str]:
+    """The parent's import path first, so children import the modules (and agents) the parent does."""
+    paths = [p for p in sys.path if p and Path(p).is_dir()]
+    existing = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join(paths + ([existing] if existing else []))}
+
+
 def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     """A `preexec_fn`: SIGTERM this child when the thread that forked it dies (Linux only)."""
     # Loaded before the fork: dlopen in a forked child of a threaded parent can deadlock.
