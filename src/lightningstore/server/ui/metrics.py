@@ -1,0 +1,112 @@
+"""The training page's numbers: a run's metrics.csv when the server was given one, else what the store
+itself knows (each published version's `metadata.step` and `metadata.metrics`, as the RL loop writes them).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lightningstore.store import LightningStore
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart: x = steps, one line per series (None where a step has no value)."""
+
+    key: str
+    title: str
+    steps: list[int]
+    series: dict[str, list[float | None]]
+
+
+@dataclass(frozen=True)
+class MetricsView:
+    source: str
+    rows: int
+    charts: list[Chart]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "rows": self.rows,
+            "charts": [
+                {"key": c.key, "title": c.title, "steps": c.steps, "series": c.series} for c in self.charts
+            ],
+        }
+
+
+REWARD_COLUMNS = ("train/reward_mean", "train/success", "val/success", "val/reward_mean")
+UPDATE_PREFIXES = ("actor/", "update/")
+
+
+def read_csv_rows(path: Path) -> list[dict[str, float]]:
+    """Rows of a metrics.csv with their numeric cells (text cells such as a skip reason left out)."""
+    rows = []
+    with path.open(newline="") as fh:
+        for raw in csv.DictReader(fh):
+            row = {k: v for k, v in ((k, _number(v)) for k, v in raw.items() if k) if v is not None}
+            if "step" in row:
+                rows.append(row)
+    return rows
+
+
+async def store_rows(store: LightningStore) -> list[dict[str, float]]:
+    """One row per published version that names its training step: the metrics stored with it."""
+    rows = []
+    for version in await store.list_resource_versions():
+        step, metrics = version.metadata.get("step"), version.metadata.get("metrics")
+        if isinstance(step, int) and isinstance(metrics, dict):
+            numbers = {k: n for k, n in ((k, _number(v)) for k, v in metrics.items()) if n is not None}
+            rows.append({"step": float(step), **numbers})
+    return rows
+
+
+async def load_metrics(store: LightningStore, metrics_csv: Path | None) -> MetricsView:
+    if metrics_csv is not None and metrics_csv.exists():
+        rows, source = read_csv_rows(metrics_csv), f"metrics.csv at {metrics_csv}"
+    else:
+        rows, source = await store_rows(store), "the metrics stored with each published version"
+        if metrics_csv is not None:
+            source += f" ({metrics_csv} does not exist yet)"
+    return MetricsView(source=source, rows=len(rows), charts=charts_of(rows))
+
+
+def charts_of(rows: list[dict[str, float]]) -> list[Chart]:
+    """Reward and held-out success; held-out success per slice; then one chart per update statistic."""
+    rows = sorted(rows, key=lambda r: r["step"])
+    steps = [int(r["step"]) for r in rows]
+    columns = list(dict.fromkeys(k for r in rows for k in r if k != "step"))
+
+    def chart(key: str, title: str, names: list[str]) -> Chart | None:
+        names = [n for n in names if any(n in r for r in rows)]
+        if not names:
+            return None
+        kept = [i for i, r in enumerate(rows) if any(n in r for n in names)]
+        series = {n: [rows[i].get(n) for i in kept] for n in names}
+        return Chart(key=key, title=title, steps=[steps[i] for i in kept], series=series)
+
+    charts = [
+        chart("reward", "Reward and held-out success", list(REWARD_COLUMNS)),
+        chart("slices", "Held-out success per slice", [c for c in columns if c.startswith("val/success[")]),
+    ]
+    for column in columns:
+        if column.startswith(UPDATE_PREFIXES) and not column.endswith("version_id"):
+            charts.append(chart(column.replace("/", "-"), column, [column]))
+    return [c for c in charts if c is not None]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+    else:
+        try:
+            number = float(str(value))
+        except ValueError:
+            return None
+    return number if math.isfinite(number) else None

@@ -1,0 +1,57 @@
+"""The dashboard's Jinja2 environment (autoescaped HTML) and the filters its templates format values with."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from starlette.responses import HTMLResponse
+from starlette.templating import Jinja2Templates
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+
+
+def when(epoch: float | None) -> str:
+    if epoch is None:
+        return "—"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min"
+
+
+def number(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+
+
+templates.env.filters.update(when=when, seconds=seconds, number=number, pretty=pretty)
+
+
+def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """Render `templates/<name>` with the request and `context`."""
+    context.setdefault("caller", None)
+    context.setdefault("active", None)
+    response = templates.TemplateResponse(
+        request, name, {"status_code": status, **context}, status_code=status
+    )
+    response.headers["cache-control"] = "no-store"
+    return response
