@@ -124,6 +124,7 @@ def build_waterfall(spans: Sequence[Span], rewards: Sequence[Reward]) -> Waterfa
     for span in spans:
         parent = span.parent_id if span.parent_id in ids else None
         children.setdefault(parent, []).append(span)
+    _adopt_by_time(children)
     for group in children.values():
         group.sort(key=lambda s: (s.start_time if s.start_time is not None else math.inf, s.sequence_id))
     starts = [s.start_time for s in spans if s.start_time is not None]
@@ -158,6 +159,26 @@ def build_waterfall(spans: Sequence[Span], rewards: Sequence[Reward]) -> Waterfa
         else:
             episode.append(reward)
     return Waterfall(rows=rows, total_ms=total * 1000, episode_rewards=episode)
+
+
+def _adopt_by_time(children: dict[str | None, list[Span]]) -> None:
+    """Spans without a parent here (a proxy's LLM call when the agent sent no traceparent) go under the
+    attempt's one agent span when they ran inside it, so the waterfall reads in the order things happened."""
+    roots = children.get(None, [])
+    agents = [s for s in roots if span_kind(s) == "agent"]
+    if len(agents) != 1 or agents[0].start_time is None or agents[0].end_time is None:
+        return
+    agent = agents[0]
+    inside = [
+        s
+        for s in roots
+        if s is not agent
+        and s.start_time is not None
+        and agent.start_time <= s.start_time <= agent.end_time  # type: ignore[operator]
+    ]
+    if inside:
+        children[None] = [s for s in roots if s not in inside]
+        children.setdefault(agent.span_id, []).extend(inside)
 
 
 def _row(span: Span, depth: int, t0: float, total: float, llm_order: list[str]) -> SpanRow:
