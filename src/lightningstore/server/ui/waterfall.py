@@ -172,9 +172,7 @@ def _adopt_by_time(children: dict[str | None, list[Span]]) -> None:
     inside = [
         s
         for s in roots
-        if s is not agent
-        and s.start_time is not None
-        and agent.start_time <= s.start_time <= agent.end_time  # type: ignore[operator]
+        if s is not agent and s.start_time is not None and agent.start_time <= s.start_time <= agent.end_time  # type: ignore[operator]
     ]
     if inside:
         children[None] = [s for s in roots if s not in inside]
