@@ -20,6 +20,7 @@ from backends import LiveServer
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from ui_demo_store import STEPS, DemoStore, build_demo_store
 
+from lightningrl.cli import main
 from lightningrl.processes import child_env
 from lightningstore import SqlStore
 from lightningstore.span import Span
@@ -267,3 +268,25 @@ def test_release_shows_hold_and_its_reasons(page: Page, server: LiveServer, demo
     approval = receipt.locator("tr[data-check=rollback_and_approval]")
     expect(approval).not_to_have_attribute("data-status", "pass")
     shot(page, "release")
+
+
+def test_dashboard_command_opens_the_remote_store(
+    browser: Browser, server: LiveServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", opened.append)  # stands in for the desktop's browser
+    monkeypatch.setenv("LIGHTNINGRL_VIEWER_TOKEN", TOKENS["viewer"])
+    assert main(["dashboard", "--store", server.url, "--page", "release"]) == 0
+    assert capsys.readouterr().out.strip() == f"dashboard: {server.url}/ui/release"
+    context = browser.new_context()
+    tab = context.new_page()
+    tab.goto(opened[0])
+    expect(tab).to_have_url(f"{server.url}/ui/release")  # the token went into the cookie
+    expect(tab.locator("#role")).to_have_text("viewer")
+    context.close()
+
+    assert main(["dashboard", "--store", server.url, "--token", "wrong", "--no-browser"]) == 2
+    assert "refused the token" in capsys.readouterr().err
+    assert main(["dashboard", "--store", server.url, "--token", TOKENS["runner"], "--no-browser"]) == 2
+    assert "may not view the dashboard" in capsys.readouterr().err
+    assert len(opened) == 1
