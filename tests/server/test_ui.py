@@ -7,6 +7,7 @@ opens a page and checks what a person would look for, and saves a screenshot und
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -290,3 +291,33 @@ def test_dashboard_command_opens_the_remote_store(
     assert main(["dashboard", "--store", server.url, "--token", TOKENS["runner"], "--no-browser"]) == 2
     assert "may not view the dashboard" in capsys.readouterr().err
     assert len(opened) == 1
+
+
+def test_training_metrics_from_the_store_alone(demo: DemoStore) -> None:
+    """A remote store's server has no metrics.csv: the rewards and update statistics come from the store
+    and agree with what the run wrote."""
+    tokens = demo.db.parent / "tokens.json"
+    log = demo.db.parent / "server-no-csv.log"
+    live = LiveServer(demo.db, log, extra_args=("--tokens-file", str(tokens)), env=child_env()).start()
+    try:
+        body = httpx.get(
+            f"{live.url}/ui/api/metrics", headers={"authorization": f"Bearer {TOKENS['viewer']}"}
+        ).json()
+    finally:
+        live.stop()
+    with demo.metrics_csv.open(newline="") as fh:
+        csv_rows = {int(r["step"]): r for r in csv.DictReader(fh)}
+    assert body["source"].startswith("the metrics stored with each published version")
+    charts = {c["key"]: c for c in body["charts"]}
+    reward = charts["reward"]
+    assert reward["steps"] == list(range(STEPS + 1))
+    train = reward["series"]["train/reward_mean"]
+    assert train[0] is None and all(v is not None for v in train[1:])
+    for step in range(1, STEPS + 1):
+        assert train[step] == pytest.approx(float(csv_rows[step]["train/reward_mean"]))
+        assert charts["actor-grad_norm"]["series"]["actor/grad_norm"][step - 1] == pytest.approx(
+            float(csv_rows[step]["actor/grad_norm"])
+        )
+    val = reward["series"]["val/reward_mean"]
+    assert val[0] == pytest.approx(float(csv_rows[0]["val/reward_mean"]))
+    assert val[STEPS] == pytest.approx(float(csv_rows[STEPS]["val/reward_mean"]))

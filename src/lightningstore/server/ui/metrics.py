@@ -1,5 +1,7 @@
 """The training page's numbers: a run's metrics.csv when the server was given one, else what the store
-itself knows (each published version's `metadata.step` and `metadata.metrics`, as the RL loop writes them).
+itself knows: each published version's `metadata.step` and `metadata.metrics` (the update statistics the RL
+loop stores with it), and the mean primary reward of the rollouts that sampled each version (train: the
+step's parent, as the loop trains on it; val: the version itself, step 0 for the base).
 """
 
 from __future__ import annotations
@@ -10,7 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightningstore.store import LightningStore
+from lightningstore.reward import Reward
+from lightningstore.server.ui.outcome import primary_reward
+from lightningstore.status import RolloutStatus
+from lightningstore.store import MAX_READ_IDS, LightningStore
+
+MAX_ROLLOUTS = 5000
+"""The most recent rollouts the store-derived rewards read (a long run's older steps show no reward)."""
 
 
 @dataclass(frozen=True)
@@ -55,14 +63,52 @@ def read_csv_rows(path: Path) -> list[dict[str, float]]:
 
 
 async def store_rows(store: LightningStore) -> list[dict[str, float]]:
-    """One row per published version that names its training step: the metrics stored with it."""
-    rows = []
+    """One row per published version that names its training step, plus step 0 for a base version
+    validated before training: the metrics stored with the version and the rewards of its rollouts."""
+    rewards = await _rewards_by_version(store)
+    rows: dict[int, dict[str, float]] = {}
     for version in await store.list_resource_versions():
         step, metrics = version.metadata.get("step"), version.metadata.get("metrics")
-        if isinstance(step, int) and isinstance(metrics, dict):
-            numbers = {k: n for k, n in ((k, _number(v)) for k, v in metrics.items()) if n is not None}
-            rows.append({"step": float(step), **numbers})
-    return rows
+        if not isinstance(step, int):
+            continue
+        row = rows.setdefault(step, {"step": float(step)})
+        if isinstance(metrics, dict):
+            row.update({k: n for k, n in ((k, _number(v)) for k, v in metrics.items()) if n is not None})
+        train = rewards.get(("train", version.parent_id or ""))
+        if train:
+            row["train/reward_mean"] = sum(train) / len(train)
+        val = rewards.get(("val", version.version_id))
+        if val:
+            row["val/reward_mean"] = sum(val) / len(val)
+        base_val = rewards.get(("val", version.parent_id or ""))
+        if step == 1 and base_val:
+            rows.setdefault(0, {"step": 0.0})["val/reward_mean"] = sum(base_val) / len(base_val)
+    return list(rows.values())
+
+
+async def _rewards_by_version(store: LightningStore) -> dict[tuple[str, str], list[float]]:
+    """(mode, version id) -> the primary reward of each finished rollout that sampled that version (0 when
+    it has none, as the loop counts a failed rollout)."""
+    rollouts = await store.query_rollouts(
+        status=[RolloutStatus.SUCCEEDED, RolloutStatus.FAILED],
+        sort_by="enqueue_time",
+        descending=True,
+        limit=MAX_ROLLOUTS,
+    )
+    versions: dict[str, list[str]] = {}
+    for rid in {r.resources_id for r in rollouts if r.resources_id}:
+        found = await store.get_resources_by_id(rid)
+        versions[rid] = [v.version_id for v in found.versions.values()] if found else []
+    ids = [r.rollout_id for r in rollouts]
+    by_rollout: dict[str, list[Reward]] = {}
+    for start in range(0, len(ids), MAX_READ_IDS):
+        by_rollout.update(await store.query_rewards_many(ids[start : start + MAX_READ_IDS]))
+    out: dict[tuple[str, str], list[float]] = {}
+    for r in rollouts:
+        value = primary_reward(by_rollout.get(r.rollout_id, []))
+        for version_id in versions.get(r.resources_id or "", []):
+            out.setdefault((r.mode.value, version_id), []).append(value if value is not None else 0.0)
+    return out
 
 
 async def load_metrics(store: LightningStore, metrics_csv: Path | None) -> MetricsView:

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from lightningstore.rollout import Rollout
 from lightningstore.server.ui.access import PageError
+from lightningstore.server.ui.outcome import primary_reward
 from lightningstore.status import RolloutMode, RolloutStatus
 from lightningstore.store import LightningStore
 
@@ -68,7 +69,7 @@ class RolloutFilter:
 class RolloutRow:
     rollout: Rollout
     reward: float | None
-    """The primary reward (the last one recorded), None when there is none yet."""
+    """The primary reward (as the trainer reads it), None when there is none yet."""
     duration_s: float | None
     versions: dict[str, str]
 
@@ -102,12 +103,12 @@ async def rollout_page(store: LightningStore, f: RolloutFilter) -> RolloutPage:
     now = time.time()
     rows = []
     for r in shown:
-        primary = [w.value for w in rewards.get(r.rollout_id, []) if w.primary]
+        reward = primary_reward(rewards.get(r.rollout_id, []))
         end = r.end_time if r.end_time is not None else (now if r.start_time is not None else None)
         rows.append(
             RolloutRow(
                 rollout=r,
-                reward=primary[-1] if primary else None,
+                reward=reward,
                 duration_s=None if r.start_time is None or end is None else end - r.start_time,
                 versions=sets.get(r.resources_id or "", {}),
             )
