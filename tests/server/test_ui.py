@@ -162,6 +162,26 @@ def test_rollouts_table_filters_pages_and_updates_live(
     expect(new_row).to_be_visible(timeout=8000)
     expect(new_row).to_have_attribute("data-status", "queuing")
 
+    # a running rollout's page follows it: a span stored while it is open appears
+    admin = {"authorization": f"Bearer {TOKENS['admin']}"}
+    (claimed,) = httpx.post(f"{server.url}/v1/rollouts/dequeue", json={"limit": 1}, headers=admin).json()
+    assert claimed["rollout"]["rollout_id"] == enqueued["rollout_id"]
+    new_row.locator("a").click()
+    expect(page.locator("#rollout-status")).to_have_text("preparing")
+    span = {
+        "rollout_id": enqueued["rollout_id"],
+        "attempt_id": claimed["attempt"]["attempt_id"],
+        "trace_id": "ab" * 16,
+        "span_id": "cd" * 8,
+        "name": "tool.lookup",
+        "start_time": claimed["attempt"]["start_time"],
+        "end_time": claimed["attempt"]["start_time"] + 0.5,
+    }
+    stored = httpx.post(f"{server.url}/v1/spans", json=[span], headers=admin)
+    assert stored.status_code == 200, stored.text
+    expect(page.locator("#rollout-status")).to_have_text("running", timeout=8000)
+    expect(page.locator(".wf-row[data-kind=tool]")).to_contain_text("tool.lookup")
+
 
 def test_failed_rollout_shows_its_traceback(page: Page, demo: DemoStore) -> None:
     page.click(f"a[href='/ui/rollouts/{demo.failed_rollout_id}']")

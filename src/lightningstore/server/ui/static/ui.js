@@ -116,5 +116,16 @@ const LightningUI = (() => {
     setInterval(() => { if (toggle.checked && !document.hidden) load(); }, ms);
   }
 
-  return { liveRegion, trainingCharts, charts };
+  // Reload the page every `ms` (a rollout still running), keeping the scroll position.
+  function reloadEvery(ms) {
+    const key = "lightningrl-scroll:" + location.pathname;
+    const saved = sessionStorage.getItem(key);
+    if (saved) window.scrollTo(0, Number(saved));
+    setTimeout(() => {
+      sessionStorage.setItem(key, String(window.scrollY));
+      location.reload();
+    }, ms);
+  }
+
+  return { liveRegion, trainingCharts, reloadEvery, charts };
 })();
