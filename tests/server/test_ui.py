@@ -72,12 +72,15 @@ def page(browser: Browser, server: LiveServer) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     tab = context.new_page()
     errors: list[str] = []
+    elsewhere: list[str] = []
     tab.on("pageerror", lambda exc: errors.append(f"{exc}\n{exc.stack}"))
+    tab.on("request", lambda r: None if r.url.startswith(server.url) else elsewhere.append(r.url))
     tab.goto(f"{server.url}/ui/rollouts?token={TOKENS['viewer']}")
     assert "token=" not in tab.url  # the token went into a cookie, not the history
     yield tab
     context.close()
     assert not errors, errors  # no script error on any page
+    assert not elsewhere, elsewhere  # works offline: nothing is fetched from anywhere but the store server
 
 
 def shot(tab: Page, name: str) -> None:
@@ -141,6 +144,13 @@ def test_rollouts_table_filters_pages_and_updates_live(
     page.click("#filters button[type=submit]")
     expect(rows).to_have_count(1)
     expect(rows.first).to_have_attribute("data-rollout", demo.failed_rollout_id)
+
+    response = page.goto(f"{server.url}/ui/rollouts?status=done")
+    assert response is not None and response.status == 422
+    expect(page.locator("#error-message")).to_contain_text("status='done' is not one of")
+    response = page.goto(f"{server.url}/ui/rollouts/ro-nope")
+    assert response is not None and response.status == 404
+    expect(page.locator("#error-message")).to_have_text("no rollout 'ro-nope' in this store")
 
     page.goto(f"{server.url}/ui/rollouts?mode=train&per_page=5")
     newest = read(demo.db, lambda s: s.query_rollouts(mode="train", sort_by="enqueue_time", descending=True))

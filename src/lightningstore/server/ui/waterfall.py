@@ -149,6 +149,9 @@ def build_waterfall(spans: Sequence[Span], rewards: Sequence[Reward]) -> Waterfa
     seen: set[str] = set()
     for root in children.get(None, []):
         visit(root, 0, seen)
+    for span in sorted(spans, key=lambda s: s.sequence_id):  # spans in a parent loop: shown, as roots
+        if span.span_id not in seen:
+            visit(span, 0, seen)
     episode: list[Reward] = []
     for reward in rewards:
         target = reward.span_id
