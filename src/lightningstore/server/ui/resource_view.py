@@ -50,7 +50,8 @@ async def resource_chains(store: LightningStore) -> list[ResourceChain]:
 
 
 def _chain(versions: list[ResourceVersion], pointed: dict[str, str | None]) -> list[VersionRow]:
-    """Depth-first from the roots (oldest first), so each version sits under its exact parent."""
+    """Depth-first from the roots (oldest first), so each version sits under its exact parent; siblings
+    (versions published from the same parent) are indented one step under it."""
     ids = {v.version_id for v in versions}
     children: dict[str | None, list[ResourceVersion]] = {}
     for v in versions:  # oldest first, as listed
@@ -65,5 +66,7 @@ def _chain(versions: list[ResourceVersion], pointed: dict[str, str | None]) -> l
         seen.add(version.version_id)
         marks = [p for p, vid in pointed.items() if vid == version.version_id]
         rows.append(VersionRow(version=version, depth=depth, pointers=marks))
-        stack += [(c, depth + 1) for c in reversed(children.get(version.version_id, []))]
+        kids = children.get(version.version_id, [])
+        # A straight chain stays at one depth; only a branch point indents its children.
+        stack += [(c, depth + (len(kids) > 1)) for c in reversed(kids)]
     return rows

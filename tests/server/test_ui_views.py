@@ -1,8 +1,13 @@
-"""The waterfall's tree from spans as stores hold them: parents, orphans, loops, pinned rewards."""
+"""The pages' views of stored data: the span waterfall (parents, orphans, loops, pinned rewards) and the
+resource chain (a straight chain, a branch, the pointers)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from lightningstore import PromptTemplate, SqlStore
 from lightningstore.reward import Reward
+from lightningstore.server.ui.resource_view import resource_chains
 from lightningstore.server.ui.waterfall import build_waterfall
 from lightningstore.span import Span
 
@@ -79,3 +84,23 @@ def test_a_parent_loop_or_missing_times_do_not_break_the_tree() -> None:
     fall = build_waterfall(spans, [])
     assert [(r.span.span_id, r.depth) for r in fall.rows] == [("x", 0), ("a", 0), ("b", 1)]
     assert fall.rows[0].duration_ms is None
+
+
+async def test_resource_chain_indents_only_branches(tmp_path: Path) -> None:
+    store = SqlStore(tmp_path / "store.db")
+    root = await store.add_resource_version("p", PromptTemplate(template="0"))
+    a = await store.add_resource_version("p", PromptTemplate(template="a"), parent_id=root.version_id)
+    b = await store.add_resource_version("p", PromptTemplate(template="b"), parent_id=a.version_id)
+    c = await store.add_resource_version("p", PromptTemplate(template="c"), parent_id=a.version_id)
+    await store.move_pointer("p", "approved", a.version_id, actor="approver:alice", reason="checked")
+    (chain,) = await resource_chains(store)
+    await store.close()
+    assert [(r.version.version_id, r.depth) for r in chain.rows] == [
+        (root.version_id, 0),
+        (a.version_id, 0),
+        (b.version_id, 1),
+        (c.version_id, 1),
+    ]
+    assert chain.latest == c.version_id and chain.approved == a.version_id
+    assert [r.pointers for r in chain.rows] == [[], ["approved"], [], ["latest"]]
+    assert chain.history[0].reason == "checked"  # newest first
