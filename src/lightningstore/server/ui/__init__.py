@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
 from lightningstore.server.ui.access import PageError, PageRefused, TokenInUrl, token_in_url_response
+from lightningstore.server.ui.metrics import MetricsCache
 from lightningstore.server.ui.routes import router
 from lightningstore.server.ui.templating import HERE, render
 
@@ -23,6 +24,7 @@ def install_ui(app: FastAPI, *, metrics_csv: str | Path | None = None) -> None:
     `metrics_csv`: the training run's metrics.csv the training page charts (else the metrics stored with
     each published version)."""
     app.state.ui_metrics_csv = Path(metrics_csv) if metrics_csv is not None else None
+    app.state.ui_metrics_cache = MetricsCache()
     app.include_router(router)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from lightningstore.server.ui.outcome import primary_reward
 from lightningstore.status import RolloutStatus
 from lightningstore.store import MAX_READ_IDS, LightningStore
 
+STORE_METRICS_TTL = 15.0
 MAX_ROLLOUTS = 5000
 """The most recent rollouts the store-derived rewards read (a long run's older steps show no reward)."""
 
@@ -119,6 +121,24 @@ async def load_metrics(store: LightningStore, metrics_csv: Path | None) -> Metri
         if metrics_csv is not None:
             source += f" ({metrics_csv} does not exist yet)"
     return MetricsView(source=source, rows=len(rows), charts=charts_of(rows))
+
+
+@dataclass
+class MetricsCache:
+    """The last view, reused for `ttl` seconds: reading the store's rewards costs ~0.5-2 s for a few
+    thousand rollouts, and every open training page asks every few seconds."""
+
+    ttl: float = STORE_METRICS_TTL
+    at: float = -math.inf
+    view: MetricsView | None = None
+
+    async def get(self, store: LightningStore, metrics_csv: Path | None) -> MetricsView:
+        if metrics_csv is not None and metrics_csv.exists():
+            return await load_metrics(store, metrics_csv)  # a small file: always fresh
+        now = time.monotonic()
+        if self.view is None or now - self.at > self.ttl:
+            self.view, self.at = await load_metrics(store, metrics_csv), now
+        return self.view
 
 
 def charts_of(rows: list[dict[str, float]]) -> list[Chart]:

@@ -12,7 +12,6 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
 from lightningstore.auth.tokens import Caller
 from lightningstore.server.ui.access import COOKIE, COOKIE_PATH, PageError, remember, safe_next, viewer
-from lightningstore.server.ui.metrics import load_metrics
 from lightningstore.server.ui.release_view import release_view
 from lightningstore.server.ui.resource_view import resource_chains
 from lightningstore.server.ui.rollout_rows import RolloutFilter, rollout_page
@@ -135,7 +134,7 @@ async def training(request: Request, caller: Viewer) -> HTMLResponse:
 @router.get("/api/metrics")
 async def metrics(request: Request, caller: Viewer) -> JSONResponse:
     csv_path: Path | None = request.app.state.ui_metrics_csv
-    view = await load_metrics(_store(request), csv_path)
+    view = await request.app.state.ui_metrics_cache.get(_store(request), csv_path)
     return JSONResponse(view.as_json(), headers={"cache-control": "no-store"})
 
 
