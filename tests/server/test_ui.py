@@ -87,6 +87,14 @@ def shot(tab: Page, name: str) -> None:
     tab.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def as_shown(text: str) -> str:
+    """A tiny model's reply may hold any character: the page shows control characters as their Unicode
+    pictures (NUL as U+2400), everything else as it is."""
+    return "".join(chr(0x2400 + ord(c)) if ord(c) < 0x20 and c not in "\n\t" else c for c in text).replace(
+        "\x7f", "\u2421"
+    )
+
+
 def read(db: Path, fn: Callable[[SqlStore], Awaitable[T]]) -> T:
     """What `fn` reads from the store, straight from the database (not through the page)."""
 
@@ -222,12 +230,10 @@ def test_span_waterfall_shows_both_llm_calls(page: Page, server: LiveServer, dem
         expect(row.locator(".input-tokens")).to_have_text(str(prompt_tokens))
         expect(row.locator(".output-tokens")).to_have_text(str(response_tokens))
         expect(row.locator(".logprobs")).to_contain_text(f"logprobs: {response_tokens} tokens, mean")
-        expect(row.locator(".msg.role-response pre")).to_have_text(
-            span.attributes["lightningrl.llm.response_text"]
-        )
-    expect(llm_rows.nth(1).locator(".msg.role-assistant pre")).to_have_text(
-        chats[0].attributes["lightningrl.llm.response_text"]
-    )
+        shown = row.locator(".msg.role-response pre").text_content()
+        assert shown == as_shown(span.attributes["lightningrl.llm.response_text"])
+    shown = llm_rows.nth(1).locator(".msg.role-assistant pre").text_content()
+    assert shown == as_shown(chats[0].attributes["lightningrl.llm.response_text"])
     # the step-0 reward is pinned to the first call; the episode reward to the attempt
     expect(llm_rows.nth(0).locator(".wf-name .reward-pin")).to_contain_text("first_call = ")
     expect(llm_rows.nth(1).locator(".wf-name .reward-pin")).to_have_count(0)

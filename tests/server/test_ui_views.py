@@ -8,6 +8,7 @@ from pathlib import Path
 from lightningstore import PromptTemplate, SqlStore
 from lightningstore.reward import Reward
 from lightningstore.server.ui.resource_view import resource_chains
+from lightningstore.server.ui.templating import visible
 from lightningstore.server.ui.waterfall import build_waterfall
 from lightningstore.span import Span
 
@@ -104,3 +105,8 @@ async def test_resource_chain_indents_only_branches(tmp_path: Path) -> None:
     assert chain.latest == c.version_id and chain.approved == a.version_id
     assert [r.pointers for r in chain.rows] == [[], ["approved"], [], ["latest"]]
     assert chain.history[0].reason == "checked"  # newest first
+
+
+def test_control_characters_show_as_pictures() -> None:
+    assert visible("a\x00b\r\nc\td\x7f") == "a\u2400b\u240d\nc\td\u2421"
+    assert visible(None) == ""

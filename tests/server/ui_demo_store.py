@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,8 +53,8 @@ async def two_call_agent(task: dict, resources) -> float:
         letters = count_letters(answer)
         messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": "Sure?"}]
         second = await client.chat.completions.create(model=llm.model, messages=messages, max_tokens=4)
-    # Varies between siblings, so every group has something to learn from and each step publishes.
-    return (letters + len(second.choices[0].message.content or "")) % 7 / 6
+    # The jitter makes siblings always differ: no group is dropped, so every step publishes a version.
+    return ((letters + len(second.choices[0].message.content or "")) % 7 + random.random()) / 7
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,15 @@ def number(value: Any) -> str:
     return str(value)
 
 
+CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\n\t"} | {0x7F: 0x2421}
+"""Control characters shown as their Unicode pictures (NUL as ␀, CR as ␍): a browser would drop or fold
+them, and a model's reply is shown as it was, byte for byte."""
+
+
+def visible(text: str | None) -> str:
+    return "" if text is None else text.translate(CONTROL_PICTURES)
+
+
 def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, default=str, ensure_ascii=False)
 
@@ -51,7 +60,7 @@ SECURITY_HEADERS = {
 }
 """The pages show a store's data to a signed-in reader: never cached, framed or leaked by a referrer."""
 
-templates.env.filters.update(when=when, seconds=seconds, number=number, pretty=pretty)
+templates.env.filters.update(when=when, seconds=seconds, number=number, pretty=pretty, visible=visible)
 
 
 def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
