@@ -127,7 +127,7 @@ async def _fit(
     console: Console,
     sampling_by_mode: dict[str, dict[str, Any]],
 ) -> TrainResult:
-    store_url = await _store_server(supervisor, target)
+    store_url = await _store_server(supervisor, target, (cfg.output_dir / "metrics.csv").resolve())
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
     store = open_store(store_url, role=Role.ALGORITHM)
     try:
@@ -244,14 +244,16 @@ def _store_target(store: str | Path | None, output_dir: Path) -> str:
     return text
 
 
-async def _store_server(supervisor: Supervisor, target: str) -> str:
-    """The store server's URL: `target` itself when it is one, else a `lightningrl store serve` child."""
+async def _store_server(supervisor: Supervisor, target: str, metrics_csv: Path) -> str:
+    """The store server's URL: `target` itself when it is one, else a `lightningrl store serve` child
+    (its dashboard's training page charts `metrics_csv`)."""
     if target.startswith(("http://", "https://")):
         return target.rstrip("/")
     port = free_port()
-    child = supervisor.start(
-        "store", cli_command("store", "serve", "--db", target, "--port", str(port)), env=child_env()
+    command = cli_command(
+        "store", "serve", "--db", target, "--port", str(port), "--metrics-csv", str(metrics_csv)
     )
+    child = supervisor.start("store", command, env=child_env())
     url = f"http://127.0.0.1:{port}"
     await supervisor.wait_http(child, f"{url}/healthz")
     return url
