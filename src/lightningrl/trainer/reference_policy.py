@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from lightningrl.credit.batch import SequenceBatch
 from lightningrl.adapter import load_causal_lm
+from lightningrl.credit.batch import SequenceBatch
 from lightningrl.trainer.reference import response_log_probs
 
 
