@@ -97,45 +97,127 @@ def test_two_ranks_match_one_rank_with_a_kl_term(model_dir: Path, local_ray: Non
     ).read_bytes()
 
 
-def test_lora_trains_and_saves_only_the_adapter_on_both_backends(
-    model_dir: Path, local_ray: None, tmp_path: Path
-) -> None:
-    config = TrainerConfig(lr=1e-2, micro_batch_size=4, lora_rank=4, lora_alpha=8, full_determinism=True)
-    try:
-        local = VerlActorTrainer(model_dir, config)
-        base_before = local.full_state()  # under LoRA without merging: the base weights
-        local_lp, local_metrics = run_steps(local, 1, tmp_path / "local")
-        base_after = local.full_state()
-    finally:
-        torch.use_deterministic_algorithms(False)  # full_determinism sets it process-wide
+def assert_adapter_dir(out: Path, base: Path, rank: int, alpha: int) -> dict[str, torch.Tensor]:
+    """`out` is a LoRA artifact: PEFT's files + the tokenizer, pointing at `base`; returns its tensors."""
+    assert is_adapter_dir(out) and base_of(out) == base.resolve()
+    names = {p.name for p in out.iterdir()}
+    assert {ADAPTER_CONFIG, ADAPTER_WEIGHTS, "tokenizer.json"} <= names
+    assert not names & {"model.safetensors", "config.json"}  # the adapter only, never the base
+    config_json = json.loads((out / ADAPTER_CONFIG).read_text())
+    assert (config_json["r"], config_json["lora_alpha"]) == (rank, alpha)
+    adapter = load_file(out / ADAPTER_WEIGHTS)
+    assert adapter and all("lora_" in name for name in adapter)
+    assert any(v.abs().max() > 0 for k, v in adapter.items() if "lora_B" in k)  # B starts at 0: trained
+    return adapter
+
+
+def test_lora_in_process_trains_and_saves_only_the_adapter(model_dir: Path, tmp_path: Path) -> None:
+    config = TrainerConfig(lr=1e-2, micro_batch_size=4, lora_rank=4, lora_alpha=8)
+    trainer = VerlActorTrainer(model_dir, config)
+    base_before = trainer.full_state()  # under LoRA without merging: the base weights
+    _, metrics = run_steps(trainer, 1, tmp_path / "adapter")
+    base_after = trainer.full_state()
     assert base_before.keys() == base_after.keys()
     assert all(torch.equal(base_before[k], base_after[k]) for k in base_before)  # the base is frozen
+    assert metrics[0]["grad_norm"] > 0
 
-    ray_trainer = RayTrainer(model_dir, TrainerConfig(**{**vars(config), "backend": "ray", "num_workers": 2}))
-    try:
-        ray_lp, ray_metrics = run_steps(ray_trainer, 1, tmp_path / "ray")
-        batch, _ = random_batch(size=8, seed=4)
-        trained = ray_trainer.compute_log_probs(batch)
-    finally:
-        ray_trainer.close()
-
-    for out in (tmp_path / "local", tmp_path / "ray"):
-        assert is_adapter_dir(out) and base_of(out) == model_dir.resolve()
-        names = {p.name for p in out.iterdir()}
-        assert {ADAPTER_CONFIG, ADAPTER_WEIGHTS, "tokenizer.json"} <= names
-        assert not names & {"model.safetensors", "config.json"}  # the adapter only, never the base
-        config_json = json.loads((out / ADAPTER_CONFIG).read_text())
-        assert (config_json["r"], config_json["lora_alpha"]) == (4, 8)
-    local_adapter = load_file(tmp_path / "local" / ADAPTER_WEIGHTS)
-    ray_adapter = load_file(tmp_path / "ray" / ADAPTER_WEIGHTS)
-    assert local_adapter.keys() == ray_adapter.keys() and all("lora_" in k for k in local_adapter)
-    assert any(v.abs().max() > 0 for k, v in ray_adapter.items() if "lora_B" in k)  # B starts at 0
-    # Seeded (full_determinism): the 2-rank adapter equals the in-process one (measured: within 5e-7).
-    assert max((local_adapter[k] - ray_adapter[k]).abs().max().item() for k in local_adapter) < 1e-5
-    torch.testing.assert_close(ray_lp, local_lp, atol=1e-6, rtol=0)
-    assert ray_metrics[0]["grad_norm"] == pytest.approx(local_metrics[0]["grad_norm"], abs=1e-5)
-
-    # The artifact (adapter + base pointer) loads with PEFT and scores what the ranks score.
-    model = load_causal_lm(tmp_path / "ray", dtype=torch.float32)
+    assert_adapter_dir(tmp_path / "adapter", model_dir, rank=4, alpha=8)
+    # The artifact (adapter + base pointer) loads with PEFT and scores what the trainer scores.
+    batch, _ = random_batch(size=8, seed=4)
+    model = load_causal_lm(tmp_path / "adapter", dtype=torch.float32)
     with torch.no_grad():
-        torch.testing.assert_close(response_log_probs(model, batch), trained, atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            response_log_probs(model, batch), trainer.compute_log_probs(batch), atol=1e-5, rtol=0
+        )
+    with pytest.raises(ValueError, match="is a LoRA adapter: set trainer.lora_rank > 0"):
+        VerlActorTrainer(tmp_path / "adapter", TrainerConfig())
+
+
+PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]
+
+
+async def odd_length_agent(task: dict, resources) -> float:
+    """One call; reward 1 when the reply's text has an odd length (a random tiny model varies it)."""
+    from openai import AsyncOpenAI
+
+    llm = resources.llm
+    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
+        reply = await client.chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": task["prompt"]}], max_tokens=4
+        )
+    return float(len(reply.choices[0].message.content or "") % 2)
+
+
+async def test_the_loop_trains_lora_on_two_ranks_and_serves_each_adapter(
+    local_ray: None, tmp_path: Path
+) -> None:
+    import asyncio
+
+    import httpx
+    from openai import AsyncOpenAI
+
+    from algorithm import Task
+    from lightningrl.config import LightningRLConfig
+    from lightningrl.local_stack import local_stack
+    from lightningrl.loop import LightningRL
+    from lightningrl.tinylm import build_tiny_model as build_chat_model
+    from lightningstore import LLM, SqlStore
+    from runner import Runner
+
+    base = build_chat_model(
+        tmp_path / "base", seed=0, tokenizer_kind="word", extra_text=PROMPTS, hidden_size=32, num_heads=2
+    )
+    store = SqlStore(tmp_path / "store.db")
+    tasks = [Task(task_id=f"t{i}", input={"prompt": p}) for i, p in enumerate(PROMPTS)]
+    config = LightningRLConfig(
+        steps=2,
+        tasks_per_step=2,
+        rollouts_per_task=4,
+        val_every=0,
+        output_dir=tmp_path / "run",
+        show_progress=False,
+        trainer=TrainerConfig(lr=1e-2, backend="ray", num_workers=2, lora_rank=4),
+    )
+    async with local_stack(store, base, model_name="toy") as urls:
+        root = await store.add_resource_version(
+            "llm",
+            LLM(endpoints=[urls.model_v1], model="toy", checkpoint=str(base), sampling={"temperature": 1.0}),
+        )
+        runner = Runner(store, odd_length_agent, workers=4, proxy_url=urls.proxy, show_progress=False)
+        running = asyncio.create_task(runner.run())
+        rl = LightningRL(store, tasks, [], config)
+        try:
+            metrics = await rl.run()
+        finally:
+            if rl.trainer is not None:
+                await asyncio.to_thread(rl.trainer.close)
+            runner.stop()
+            await asyncio.wait_for(running, timeout=60)
+        latest = await store.get_latest_version("llm")
+        async with httpx.AsyncClient(timeout=30) as http:
+            health = (await http.get(f"{urls.model}/healthz")).json()
+        prompt = [5, 6, 7, 8]
+        async with AsyncOpenAI(base_url=urls.model_v1, api_key="x", max_retries=0) as client:
+            served = await client.completions.create(
+                model="toy", prompt=prompt, max_tokens=4, temperature=0, logprobs=1,
+                extra_body={"return_token_ids": True},
+            )  # fmt: skip
+    await store.close()
+
+    assert isinstance(rl.trainer, RayTrainer)
+    assert [int(r["step"]) for r in metrics.rows] == [1, 2]
+    assert any("actor/grad_norm" in r for r in metrics.rows), metrics.rows
+    assert latest.version_id != root.version_id
+    adapter = Path(latest.resource.checkpoint)
+    assert is_adapter_dir(adapter) and base_of(adapter) == base.resolve() and latest.artifact == str(adapter)
+    assert health["checkpoint"] == str(adapter)  # the server reloaded the adapter version
+    # ... and serves base + adapter: its logprobs are the merged model's.
+    choice = served.model_dump()["choices"][0]
+    model = load_causal_lm(adapter, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + choice["token_ids"]])).logits[0]
+    steps = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
+    expected = steps.gather(1, torch.tensor(choice["token_ids"])[:, None]).squeeze(1)
+    torch.testing.assert_close(
+        torch.tensor(choice["logprobs"]["token_logprobs"]), expected, atol=1e-3, rtol=0
+    )
