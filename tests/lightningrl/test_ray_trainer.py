@@ -55,7 +55,9 @@ def run_steps(trainer: Trainer, steps: int, out: Path) -> tuple[torch.Tensor, li
     return log_probs, metrics
 
 
-def test_two_ranks_match_one_rank_with_a_kl_term(model_dir: Path, local_ray: None, tmp_path: Path) -> None:
+def test_two_ranks_match_one_rank_with_a_kl_term(
+    model_dir: Path, local_ray: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     # Two micro-batches per rank on 1 rank, one on each of 2 ranks; the KL term pulls to the start.
     config = TrainerConfig(
         lr=1e-2, micro_batch_size=4, backend="ray", loss=PolicyLossConfig(kl_loss_coef=0.5)
@@ -71,6 +73,7 @@ def test_two_ranks_match_one_rank_with_a_kl_term(model_dir: Path, local_ray: Non
                 trained = trainer.compute_log_probs(batch)
         finally:
             trainer.close()
+    assert capfd.readouterr() == ("", "")  # verl's and Ray's chatter stays in Ray's session logs
     (lp1, m1), (lp2, m2) = runs[1], runs[2]
 
     # Measured (this machine, 5 runs): step-0 log-probs and losses bit-identical; grad-norms
@@ -131,6 +134,24 @@ def test_lora_in_process_trains_and_saves_only_the_adapter(model_dir: Path, tmp_
         )
     with pytest.raises(ValueError, match="is a LoRA adapter: set trainer.lora_rank > 0"):
         VerlActorTrainer(tmp_path / "adapter", TrainerConfig())
+
+
+def test_the_backend_is_a_config_key_and_a_train_flag() -> None:
+    from lightningrl.cli import build_parser
+    from lightningrl.commands.train import settings_from
+    from lightningrl.config_fields import config_from
+
+    flags = ["train", "--trainer.backend", "ray", "--trainer.num_workers", "4", "--trainer.lora_rank", "8"]
+    _, config = settings_from(build_parser().parse_args(flags))
+    trainer = config_from(config).trainer
+    assert (trainer.backend, trainer.num_workers, trainer.lora_rank) == ("ray", 4, 8)
+    assert TrainerConfig(lora_target_modules="q_proj, v_proj").lora_targets == ["q_proj", "v_proj"]
+    with pytest.raises(
+        ValueError, match=r"config.trainer: backend must be one of \('local', 'ray'\), got 'slurm'"
+    ):
+        config_from({"trainer": {"backend": "slurm"}})
+    with pytest.raises(ValueError, match="num_workers=2 needs backend='ray'"):
+        config_from({"trainer": {"num_workers": 2}})
 
 
 PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]
