@@ -135,6 +135,8 @@ def test_lora_in_process_trains_and_saves_only_the_adapter(model_dir: Path, tmp_
         )
     with pytest.raises(ValueError, match="is a LoRA adapter: set trainer.lora_rank > 0"):
         VerlActorTrainer(tmp_path / "adapter", TrainerConfig())
+    with pytest.raises(ValueError, match="VerlActorTrainer runs 1 rank.s., but trainer.num_workers=2"):
+        VerlActorTrainer(model_dir, TrainerConfig(backend="ray", num_workers=2))
 
 
 def test_the_backend_is_a_config_key_and_a_train_flag() -> None:

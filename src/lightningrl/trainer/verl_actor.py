@@ -47,6 +47,11 @@ class VerlActorTrainer:
         self.base_dir = base_of(self.model_dir)
         """The full checkpoint under `model_dir` (itself, unless it is a LoRA adapter)."""
         self.config = config or TrainerConfig()
+        if self.ranks != self.config.num_workers:
+            raise ValueError(
+                f"{type(self).__name__} runs {self.ranks} rank(s), but trainer.num_workers="
+                f"{self.config.num_workers}: use RayTrainer (build_trainer picks it for backend='ray')"
+            )
         self.device = verl_device_name()
         if self.device == "cuda" and not torch.cuda.is_available() and self.config.backend == "local":
             raise RuntimeError(
