@@ -32,6 +32,20 @@ def divisor_at_most(rows: int, cap: int) -> int:
     return max(d for d in range(1, min(rows, cap) + 1) if rows % d == 0)
 
 
+def rank_major_order(rows: int, mini_batch: int, ranks: int) -> list[int]:
+    """Rows reordered so that rank r's contiguous slice holds its share of every global mini-batch, in order.
+
+    E.g. 8 rows, mini-batches of 4, 2 ranks: [0, 1, 4, 5 | 2, 3, 6, 7].
+    """
+    share = mini_batch // ranks
+    return [
+        step * mini_batch + rank * share + i
+        for rank in range(ranks)
+        for step in range(rows // mini_batch)
+        for i in range(share)
+    ]
+
+
 class VerlActorTrainer:
     """A policy held by verl's FSDP2 engine: log-probs, PPO-clip steps, HF checkpoints (or LoRA adapters).
 
@@ -150,6 +164,11 @@ class VerlActorTrainer:
             batch = batch.select(list(range(real_rows)) + [0] * padding)
             batch.response_mask[real_rows:] = 0
             advantages = torch.cat([advantages, advantages.new_zeros((padding, advantages.shape[1]))])
+        if self.ranks > 1:
+            # verl hands rank r the r-th contiguous slice and each rank walks its slice in mini-batches:
+            # reorder so that optimiser step j sees the rows one rank would see in step j.
+            order = rank_major_order(len(batch), mini_batch, self.ranks)
+            batch, advantages = batch.select(order), advantages[order]
         old_log_probs = self.compute_log_probs(batch)
         tensors = {"old_log_probs": old_log_probs, "advantages": advantages.float() * batch.response_mask}
         is_metrics: dict[str, float] = {}
