@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass
-
-from lightningrl.processes import child_env
+from pathlib import Path
 
 ADDRESS_ENV = "RAY_ADDRESS"
 FREE_WAIT_S = 30.0
@@ -25,6 +25,17 @@ class RankLayout:
 
     per_node: list[int]
     use_gpu: bool
+
+
+def worker_pythonpath() -> str:
+    """This process's import path minus the interpreter's own (stdlib, site-packages): the project and
+    agent directories the ranks must import from, harmless on nodes whose Python lives elsewhere."""
+    own = {Path(prefix) for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths = [
+        p for p in sys.path if p and Path(p).is_dir() and not any(Path(p).is_relative_to(o) for o in own)
+    ]
+    existing = os.environ.get("PYTHONPATH")
+    return os.pathsep.join(paths + ([existing] if existing else []))
 
 
 def connect_ray(num_workers: int) -> bool:
@@ -40,7 +51,7 @@ def connect_ray(num_workers: int) -> bool:
     quiet = {
         "log_to_driver": False,
         "logging_level": logging.ERROR,
-        "runtime_env": {"env_vars": child_env()},
+        "runtime_env": {"env_vars": {"PYTHONPATH": worker_pythonpath()}},
     }
     if os.environ.get(ADDRESS_ENV):
         ray.init(address=os.environ[ADDRESS_ENV], **quiet)
