@@ -43,7 +43,7 @@ def connect_ray(num_workers: int) -> bool:
 
     Quiet: Ray's own log lines stay below ERROR and the workers' output stays in Ray's session logs
     (`/tmp/ray/session_latest/logs`) instead of the console. Workers import what this process imports
-    (its sys.path travels as PYTHONPATH)."""
+    (see `worker_pythonpath`)."""
     import ray
 
     if ray.is_initialized():
