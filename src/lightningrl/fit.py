@@ -130,6 +130,7 @@ async def _fit(
     store_url = await _store_server(supervisor, target, (cfg.output_dir / "metrics.csv").resolve())
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
     store = open_store(store_url, role=Role.ALGORITHM)
+    rl: LightningRL | None = None
     try:
         llm = await _llm_resource(
             supervisor, store, cfg.resource_name, model_dir, sampling_by_mode, deterministic=cfg.deterministic
@@ -178,6 +179,10 @@ async def _fit(
             stopped_reason=rl.stopped_reason,
         )
     finally:
+        # A Ray trainer's ranks are processes of their own: stop them with the rest.
+        close = getattr(rl.trainer if rl is not None else None, "close", None)
+        if close is not None:
+            await asyncio.to_thread(close)
         await store.close()
 
 

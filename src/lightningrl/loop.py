@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import random
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -18,6 +16,7 @@ from rich.markup import escape
 from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
 from algorithm.base import primary_reward
 from algorithm.evaluate import EvaluationResult
+from lightningrl.adapter import model_config
 from lightningrl.advantages import compute_advantages
 from lightningrl.config import LightningRLConfig
 from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, collate
@@ -119,9 +118,9 @@ class LightningRL(Algorithm):
             await self.store.add_resource_set({self.config.resource_name: version.version_id})
         ).resources_id
         if self.trainer is None:
-            from lightningrl.trainer import VerlActorTrainer
+            from lightningrl.trainer import build_trainer
 
-            self.trainer = await asyncio.to_thread(VerlActorTrainer, llm.checkpoint, self._trainer_config())
+            self.trainer = await asyncio.to_thread(build_trainer, llm.checkpoint, self._trainer_config())
         return llm
 
     def _current_llm(self) -> LLM:
@@ -356,8 +355,7 @@ class LightningRL(Algorithm):
         )
 
     def _pad_token_id(self, llm: LLM) -> int:
-        config = json.loads((Path(llm.checkpoint or "") / "config.json").read_text())
-        return int(config.get("pad_token_id") or 0)
+        return int(model_config(llm.checkpoint or "").get("pad_token_id") or 0)
 
     def _progress(self) -> StepProgress:
         """A bar on a terminal; one line per step (`step 3/60  reward 0.83  ...`) otherwise."""
