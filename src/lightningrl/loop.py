@@ -257,7 +257,11 @@ class LightningRL(Algorithm):
         if self.config.reload_servers:
             row.update(
                 await sync_weights(
-                    llm.endpoints, str(checkpoint), engine=self.config.engine, proxy=_proxy_of(self.store)
+                    llm.endpoints,
+                    str(checkpoint),
+                    engine=self.config.engine,
+                    model=llm.model,
+                    proxy=_proxy_of(self.store),
                 )
             )
         row["update/version_id"] = version.version_id

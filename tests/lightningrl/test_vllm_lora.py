@@ -14,7 +14,7 @@ from engine_stack import ProxyStack, Reference, VllmProcess, proxy_stack, start_
 from openai import AsyncOpenAI
 from peft import LoraConfig, PeftModel, get_peft_model
 
-from lightningrl.serving.endpoint import OurEndpoint, VllmEndpoint
+from lightningrl.serving.endpoint import OurEndpoint, ProxyPause, VllmEndpoint, sync_weights
 from lightningstore import semconv
 
 pytestmark = pytest.mark.slow
@@ -123,7 +123,17 @@ async def test_versions_route_to_their_adapters_and_match_peft(
     prompt, ids, logprobs = await _call(stack, v1)
     gaps.append(_gap(second, prompt, ids, logprobs))
     assert gaps[2] < TOLERANCE
-    print(f"vLLM LoRA vs transformers+PEFT logprobs: max |diff| {max(gaps):.2e}")
+
+    # The loop's weight sync with an adapter checkpoint: the adapter replaces the one served under
+    # the LLM's model name (vLLM paused around it, the proxy paused and drained).
+    row = await sync_weights(
+        [vllm.url], str(adapters.first), engine="auto", model="policy-v2", proxy=ProxyPause(stack.proxy)
+    )
+    assert row["sync/drained"] == 1.0
+    prompt, ids, logprobs = await _call(stack, v2)
+    gaps.append(_gap(first, prompt, ids, logprobs))
+    assert gaps[3] < TOLERANCE
+    print(f"vLLM LoRA vs transformers+PEFT logprobs: max |diff| {max(gaps):.2e}; adapter sync {row}")
 
 
 async def test_our_engine_refuses_adapters() -> None:

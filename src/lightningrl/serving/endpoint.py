@@ -6,7 +6,8 @@
   (in-flight requests finish, new ones queue), `POST /collective_rpc {"method": "reload_weights",
   "kwargs": {"weights_path": DIR}}` (re-reads the safetensors in place, ~0.05 s on a tiny model),
   `POST /reset_prefix_cache` (cached blocks hold keys of the old weights), `POST /resume`.
-  A LoRA version is an adapter: `POST /v1/load_lora_adapter {lora_name, lora_path}`.
+  A LoRA version is an adapter directory: `POST /v1/load_lora_adapter {lora_name, lora_path,
+  load_inplace}` under the LLM's model name, inside the same pause.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ class Endpoint(ABC):
         self.root = server_root(url)
 
     @abstractmethod
-    async def sync_weights(self, client: httpx.AsyncClient, checkpoint: str) -> None:
-        """Serve the full checkpoint directory `checkpoint` from now on (no request fails meanwhile)."""
+    async def sync_weights(
+        self, client: httpx.AsyncClient, checkpoint: str, model: str | None = None
+    ) -> None:
+        """Serve `checkpoint` from now on (no request fails meanwhile): a full model directory, or a
+        PEFT adapter directory (`adapter_config.json`) served as model `model`."""
 
     async def load_adapter(self, client: httpx.AsyncClient, name: str, path: str) -> None:
         """Serve the LoRA adapter at `path` as model `name` (replacing an adapter of that name)."""
@@ -61,7 +65,11 @@ class OurEndpoint(Endpoint):
 
     engine = "ours"
 
-    async def sync_weights(self, client: httpx.AsyncClient, checkpoint: str) -> None:
+    async def sync_weights(
+        self, client: httpx.AsyncClient, checkpoint: str, model: str | None = None
+    ) -> None:
+        if is_adapter(checkpoint):
+            await self.load_adapter(client, model or "", checkpoint)
         response = await client.post(f"{self.root}/reload", json={"checkpoint": checkpoint})
         _check(response, f"reload of {self.url} with {checkpoint}")
 
@@ -71,13 +79,23 @@ class VllmEndpoint(Endpoint):
 
     engine = "vllm"
 
-    async def sync_weights(self, client: httpx.AsyncClient, checkpoint: str) -> None:
-        check_reloadable(checkpoint)
+    async def sync_weights(
+        self, client: httpx.AsyncClient, checkpoint: str, model: str | None = None
+    ) -> None:
+        adapter = is_adapter(checkpoint)
+        if adapter and not model:
+            raise ValueError(f"{checkpoint} is a LoRA adapter: name the model it is served as")
+        if not adapter:
+            check_reloadable(checkpoint)
         _check(await client.post(f"{self.root}/pause", params={"mode": "wait"}), f"pause of {self.url}")
         try:
-            body = {"method": "reload_weights", "kwargs": {"weights_path": str(Path(checkpoint))}}
-            response = await client.post(f"{self.root}/collective_rpc", json=body)
-            _check(response, f"reload_weights of {self.url} from {checkpoint}")
+            if adapter:
+                # The version's adapter replaces the one served under the LLM's model name.
+                await self.load_adapter(client, str(model), checkpoint)
+            else:
+                body = {"method": "reload_weights", "kwargs": {"weights_path": str(Path(checkpoint))}}
+                response = await client.post(f"{self.root}/collective_rpc", json=body)
+                _check(response, f"reload_weights of {self.url} from {checkpoint}")
             _check(await client.post(f"{self.root}/reset_prefix_cache"), f"reset_prefix_cache of {self.url}")
         finally:
             _check(await client.post(f"{self.root}/resume"), f"resume of {self.url}")
@@ -86,6 +104,11 @@ class VllmEndpoint(Endpoint):
         body = {"lora_name": name, "lora_path": str(path), "load_inplace": True}
         response = await client.post(f"{self.root}/v1/load_lora_adapter", json=body)
         _check(response, f"loading adapter {name!r} from {path} into {self.url}")
+
+
+def is_adapter(checkpoint: str | Path) -> bool:
+    """Whether `checkpoint` is a PEFT adapter directory rather than a full model."""
+    return (Path(checkpoint) / "adapter_config.json").is_file()
 
 
 ENDPOINTS: dict[str, type[Endpoint]] = {"ours": OurEndpoint, "vllm": VllmEndpoint}
@@ -151,12 +174,14 @@ async def sync_weights(
     checkpoint: str,
     *,
     engine: str = "auto",
+    model: str | None = None,
     proxy: ProxyPause | None = None,
     drain_timeout_s: float = 60.0,
     timeout: float = 300.0,
 ) -> dict[str, float]:
-    """Make every endpoint serve `checkpoint`: pause the proxy (new calls wait), drain the calls in
-    flight, sync each endpoint's weights, resume. Returns timings for the step's metrics row."""
+    """Make every endpoint serve `checkpoint` (a model, or a LoRA adapter served as `model`): pause
+    the proxy (new calls wait), drain the calls in flight, sync each endpoint, resume. Returns
+    timings for the step's metrics row."""
     started = time.perf_counter()
     row: dict[str, float] = {}
     async with httpx.AsyncClient(timeout=timeout) as client:
@@ -170,7 +195,7 @@ async def sync_weights(
                 row["sync/drained"] = float(bool(drained.get("drained")))
             t0 = time.perf_counter()
             for target in targets:
-                await target.sync_weights(client, checkpoint)
+                await target.sync_weights(client, checkpoint, model)
             row["sync/reload_seconds"] = time.perf_counter() - t0
         finally:
             if proxy is not None:
