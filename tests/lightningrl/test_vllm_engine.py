@@ -27,6 +27,7 @@ from engine_stack import (
     start_vllm,
     untied_model,
 )
+from langchain_openai import ChatOpenAI
 from openai import AsyncOpenAI
 
 from lightningrl.serving import create_app
@@ -236,6 +237,13 @@ async def test_tool_calls_reach_the_agent_on_both_engines_with_exact_ids(
             )
             attributes = (await stack.span(rollout_id, attempt_id)).attributes
             follow_up_prompts.append(attributes[semconv.LLM_PROMPT_TOKEN_IDS])
+            # A LangChain agent's function calling (bind_tools) gets the same call.
+            base_url, _, _ = await stack.client_url(resources_id, mode="test")
+            model = ChatOpenAI(
+                base_url=base_url, api_key="unused", model="policy", temperature=0, max_tokens=80
+            )
+            message = await model.bind_tools(TOOLS).ainvoke(TOOL_QUESTION)
+            assert [(c["name"], c["args"]) for c in message.tool_calls] == [("add", {"a": 12, "b": 7})]
         rendered = [
             *TOOL_QUESTION,
             {
