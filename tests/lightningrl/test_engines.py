@@ -11,9 +11,9 @@ import pytest
 import torch
 from engine_stack import TOOL_QUESTION, TOOLS, Live, serve
 
+from lightningrl import fit
 from lightningrl.cli import main as cli_main
 from lightningrl.config import LightningRLConfig
-from lightningrl.fit import fit
 from lightningrl.serving import create_app
 from lightningrl.serving.endpoint import VllmEndpoint, sync_weights
 from lightningrl.serving.tool_calls import parse_tool_calls
