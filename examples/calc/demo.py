@@ -59,6 +59,8 @@ def main(args: argparse.Namespace) -> None:
             hidden_size=args.hidden,
             num_layers=args.layers,
             num_heads=4,
+            # vLLM reloads weights in place but keeps a tied output head's old weights
+            tie_word_embeddings=args.engine != "vllm",
         )
         warm, losses = supervised_warmup(
             base,
@@ -115,6 +117,7 @@ def main(args: argparse.Namespace) -> None:
         model=warm,
         config=config,
         workers=args.workers,
+        engine=args.engine,
         output_dir=out,
         console=console,
     )
@@ -185,6 +188,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--deterministic",
         action="store_true",
         help="same seed, same metrics: rollouts named by step and task, each call's sampling seeded",
+    )
+    p.add_argument(
+        "--engine",
+        choices=["ours", "vllm", "auto"],
+        default="ours",
+        help="inference engine: ours, or vLLM from .venv-vllm (scripts/setup-vllm); the model is then untied",
     )
     p.add_argument("--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)")
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")

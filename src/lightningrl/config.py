@@ -56,7 +56,11 @@ class LightningRLConfig:
     request), and trains without the rollout-logprob correction (its inputs carry the inference
     server's batch-dependent float noise). Batches already follow enqueue order, never finish order."""
     reload_servers: bool = True
-    """POST /reload to the LLM's endpoints after each publish (our server; vLLM needs its own hook)."""
+    """After each publish, make the LLM's endpoints serve the new checkpoint (with the proxy paused
+    and drained around it): `lightningrl.serving.endpoint.sync_weights`."""
+    engine: str = "auto"
+    """The engine behind the LLM's endpoints, which decides how weights are synced: "ours"
+    (POST /reload), "vllm" (reload_weights + prefix-cache reset), or "auto" (ask each endpoint)."""
     show_progress: bool = True
     """A progress bar on a terminal; one plain line per step when output is not a terminal."""
     gate_stop: bool = False
@@ -67,6 +71,8 @@ class LightningRLConfig:
         for name in ("steps", "tasks_per_step", "rollouts_per_task", "val_rollouts_per_task"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.engine not in ("auto", "ours", "vllm"):
+            raise ValueError(f"engine must be one of ('auto', 'ours', 'vllm'), got {self.engine!r}")
         if self.val_every < 0:
             raise ValueError(f"val_every must be >= 0, got {self.val_every!r}")
         self.output_dir = Path(self.output_dir)

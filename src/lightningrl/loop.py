@@ -23,7 +23,7 @@ from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, co
 from lightningrl.metrics import MetricsLog, plot_reward_curve
 from lightningrl.progress import StepProgress, step_info
 from lightningrl.release.stop import stop_reason
-from lightningrl.reload import reload_endpoints
+from lightningrl.serving.endpoint import ProxyPause, sync_weights
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import (
@@ -32,6 +32,7 @@ from lightningstore import (
     ResourceVersion,
     RolloutStatus,
     rewards_of_rollouts,
+    semconv,
     spans_of_rollouts,
 )
 
@@ -253,7 +254,15 @@ class LightningRL(Algorithm):
         )
         self.version, self.resources_id = version, resource_set.resources_id
         if self.config.reload_servers:
-            await reload_endpoints(llm.endpoints, str(checkpoint))
+            row.update(
+                await sync_weights(
+                    llm.endpoints,
+                    str(checkpoint),
+                    engine=self.config.engine,
+                    model=llm.model,
+                    proxy=_proxy_of(self.store),
+                )
+            )
         row["update/version_id"] = version.version_id
         return row
 
@@ -379,6 +388,15 @@ def outcome_metrics(outcomes: Sequence[RolloutOutcome], threshold: float, *, pre
             by_tag[f"{key}={value}"].append(1.0 if (o.reward or 0.0) >= threshold else 0.0)
     row.update({f"{prefix}/success[{k}]": sum(v) / len(v) for k, v in sorted(by_tag.items())})
     return row
+
+
+def _proxy_of(store: LightningStore) -> ProxyPause | None:
+    """The model gateway of a store server reached over HTTP (paused around weight syncs); None for a
+    store opened in this process, whose gateway (if any) this loop cannot reach."""
+    base_url = getattr(store, "base_url", None)
+    if not isinstance(base_url, str):
+        return None
+    return ProxyPause(base_url + semconv.PROXY_PREFIX, getattr(store, "auth_headers", None))
 
 
 def _config_summary(config: LightningRLConfig) -> dict[str, Any]:

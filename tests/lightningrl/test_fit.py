@@ -137,8 +137,10 @@ def test_fit_refuses_what_runners_cannot_load(model: Path, tmp_path: Path) -> No
         fit(closure, [{"x": 1}], model=model, output_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="no-such-model"):
         fit(reply_length_agent, [{"x": 1}], model=tmp_path / "no-such-model", output_dir=tmp_path)
-    with pytest.raises(NotImplementedError, match="vLLM"):
+    with pytest.raises(ValueError, match="tie_word_embeddings"):  # vLLM would keep a tied head stale
         fit(reply_length_agent, [{"x": 1}], model=model, engine="vllm", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="engine must be one of"):
+        fit(reply_length_agent, [{"x": 1}], model=model, engine="sglang", output_dir=tmp_path)
     with pytest.raises(ValueError, match="config.stepz"):
         fit(reply_length_agent, [{"x": 1}], model=model, config={"stepz": 1}, output_dir=tmp_path)
     assert not (tmp_path / "logs").exists()  # nothing was started

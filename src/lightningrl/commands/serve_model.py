@@ -28,6 +28,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="torch threads for generation on a CPU (default: torch's)",
     )
     parser.add_argument("--served-model-name", default=None)
+    parser.add_argument(
+        "--engine",
+        choices=["auto", "ours", "vllm"],
+        default="ours",
+        help="ours: this package's batched transformers server; vllm: vLLM's own OpenAI server "
+        "(from --vllm-python); auto: vllm when it is installed and a GPU is present",
+    )
+    parser.add_argument(
+        "--vllm-python",
+        default=None,
+        help="python of the environment with vLLM (default: $LIGHTNINGRL_VLLM_PYTHON, else .venv-vllm)",
+    )
+    parser.add_argument("--max-model-len", type=int, default=None, help="vllm: context length")
+    parser.add_argument("--enforce-eager", action="store_true", help="vllm: no graph compile (faster start)")
+    parser.add_argument(
+        "--lora-rank", type=int, default=0, help="vllm: serve runtime LoRA adapters up to this rank"
+    )
+    parser.add_argument(
+        "--vllm-arg", action="append", default=[], help="vllm: one more argument for vLLM (repeatable)"
+    )
     parser.set_defaults(func=_serve)
 
     build = sub.add_parser("build-tiny-model", help="build a seeded tiny Qwen2-style model + tokenizer")
@@ -36,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--tokenizer", choices=["bpe", "word"], default="bpe")
     build.add_argument("--hidden-size", type=int, default=128)
     build.add_argument("--layers", type=int, default=2)
+    build.add_argument(
+        "--untied", action="store_true", help="an output head of its own (needed to train behind vLLM)"
+    )
     build.set_defaults(func=_build)
 
 
@@ -58,6 +81,10 @@ def _checkpoint_of(args: argparse.Namespace) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from lightningrl.serving.vllm import resolve_engine
+
+    if resolve_engine(args.engine, args.vllm_python) == "vllm":
+        return _serve_vllm(args)
     from lightningrl.serving import run_server
 
     run_server(
@@ -72,6 +99,25 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_vllm(args: argparse.Namespace) -> int:
+    """Become vLLM's OpenAI server (exec: signals and the exit code are vLLM's own)."""
+    from lightningrl.serving.vllm import exec_vllm, vllm_command, vllm_env, vllm_python
+
+    command = vllm_command(
+        _checkpoint_of(args),
+        port=args.port,
+        host=args.host,
+        python=vllm_python(args.vllm_python),
+        served_model_name=args.served_model_name,
+        max_model_len=args.max_model_len,
+        enforce_eager=args.enforce_eager,
+        lora_rank=args.lora_rank,
+        extra_args=args.vllm_arg,
+    )
+    exec_vllm(command, vllm_env())
+    return 0  # not reached
+
+
 def _build(args: argparse.Namespace) -> int:
     from lightningrl.tinylm import build_tiny_model
 
@@ -81,6 +127,7 @@ def _build(args: argparse.Namespace) -> int:
         tokenizer_kind=args.tokenizer,
         hidden_size=args.hidden_size,
         num_layers=args.layers,
+        tie_word_embeddings=not args.untied,
     )
     print(path)
     return 0

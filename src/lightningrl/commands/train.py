@@ -18,15 +18,17 @@ TOP_LEVEL = {
     "(default: output_dir/store.db)",
     "workers": "concurrent rollouts in all (default 8)",
     "runner_processes": "runner processes sharing them (default: min(workers, CPU count))",
-    "engine": "inference engine: auto or ours (vllm: not yet)",
+    "engine": "inference engine: ours, vllm (from .venv-vllm or $LIGHTNINGRL_VLLM_PYTHON) or auto "
+    "(vllm when installed and a GPU is present)",
+    "vllm_python": "with engine vllm: the python of the environment with vLLM (default .venv-vllm)",
     "output_dir": "metrics.csv, reward_curve.png, checkpoints/, logs/ and the default store (default runs/fit)",
     "sampling_by_mode": "the published LLM's sampling per rollout mode, a TOML table "
     "(flag: an inline table, '{val = {temperature = 1.0}}'; default val 0.7, test greedy)",
 }
 _INTS = ("workers", "runner_processes")
 _PATHS = ("train", "val", "model", "output_dir")
-# fit sets config.output_dir from the top-level output_dir.
-_SKIPPED_CONFIG_FIELDS = ("output_dir",)
+# fit sets config.output_dir and config.engine from the top-level output_dir and engine.
+_SKIPPED_CONFIG_FIELDS = ("output_dir", "engine")
 
 EPILOG = """\
 A TOML file holds the top-level keys above and a [config] table of LightningRLConfig fields
@@ -159,6 +161,7 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _train(args: argparse.Namespace) -> int:
     from lightningrl.fit import fit
+    from lightningrl.serving.vllm import VllmUnavailable
 
     try:
         top, config = settings_from(args)
@@ -171,11 +174,19 @@ def _train(args: argparse.Namespace) -> int:
         train, val, model = top.pop("train"), top.pop("val", None), top.pop("model")
         kwargs = {
             k: top[k]
-            for k in ("store", "workers", "runner_processes", "engine", "output_dir", "sampling_by_mode")
+            for k in (
+                "store",
+                "workers",
+                "runner_processes",
+                "engine",
+                "vllm_python",
+                "output_dir",
+                "sampling_by_mode",
+            )
             if k in top
         }
         result = fit(agent, train, val, model=model, config=config, **kwargs)
-    except (ValueError, TypeError, FileNotFoundError, NotImplementedError) as error:
+    except (ValueError, TypeError, FileNotFoundError, NotImplementedError, VllmUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -147,7 +147,7 @@ def create_app(
     async def chat_completions(request: ChatCompletionRequest) -> JSONResponse | StreamingResponse:
         """OpenAI chat completions (plus vLLM's return_token_ids)."""
         try:
-            encode = chat_encoder(request.messages, request.add_generation_prompt)
+            encode = chat_encoder(request.messages, request.add_generation_prompt, request.tools)
         except ValueError as error:
             raise RequestError(str(error)) from error
         job, started = await service.submit(request, encode)
@@ -166,6 +166,7 @@ def create_app(
             choices,
             logprobs=request.logprobs,
             return_token_ids=request.return_token_ids,
+            parse_tool_calls=request.parses_tool_calls(),
         )
         return JSONResponse(body)
 

@@ -34,6 +34,9 @@ class ChatMessage(_Body):
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
 
     def text(self) -> str:
         """The content as one string."""
@@ -104,16 +107,25 @@ class ChatCompletionRequest(_Sampling):
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
     add_generation_prompt: bool = True
 
     @model_validator(mode="after")
     def _check_chat(self) -> ChatCompletionRequest:
-        """`top_logprobs` needs `logprobs`; tools are not supported."""
+        """`top_logprobs` needs `logprobs`; tools are rendered and parsed, but not forced or streamed."""
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs requires logprobs to be true")
-        if self.tools:
-            raise ValueError("tools are not supported by this server")
+        if self.tool_choice not in (None, "auto", "none"):
+            raise ValueError(
+                f"tool_choice {self.tool_choice!r} is not supported by this server (only 'auto' and 'none')"
+            )
+        if self.tools and self.stream:
+            raise ValueError("streaming with tools is not supported by this server (send stream: false)")
         return self
+
+    def parses_tool_calls(self) -> bool:
+        """Whether the answer's `<tool_call>` blocks become `tool_calls` (tools given, choice not none)."""
+        return bool(self.tools) and self.tool_choice != "none"
 
     def token_budget(self) -> int | None:
         """The requested completion length (`max_completion_tokens` wins over `max_tokens`)."""

@@ -11,6 +11,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from lightningrl.serving.sequence import Delta
+from lightningrl.serving.tool_calls import parse_tool_calls as parse_calls
 from lightningrl.tinylm.bytelevel import token_bytes
 
 JSON = dict[str, Any]
@@ -123,8 +124,10 @@ def chat_response(
     *,
     logprobs: bool,
     return_token_ids: bool,
+    parse_tool_calls: bool = False,
 ) -> JSON:
-    """A `chat.completion` body."""
+    """A `chat.completion` body; with `parse_tool_calls` a choice's `<tool_call>` blocks become its
+    message's `tool_calls` (finish_reason "tool_calls"), its token ids unchanged."""
     body: JSON = {
         "id": header.id,
         "object": "chat.completion",
@@ -134,11 +137,18 @@ def chat_response(
         "usage": usage([prompt_ids], choices),
     }
     for choice in choices:
+        message: JSON = {"role": "assistant", "content": choice.text}
+        finish_reason = choice.finish_reason
+        if parse_tool_calls:
+            content, calls = parse_calls(choice.text)
+            if calls:
+                message = {"role": "assistant", "content": content, "tool_calls": calls}
+                finish_reason = "tool_calls"
         item: JSON = {
             "index": choice.index,
-            "message": {"role": "assistant", "content": choice.text},
+            "message": message,
             "logprobs": chat_logprobs(tokenizer, choice) if logprobs else None,
-            "finish_reason": choice.finish_reason,
+            "finish_reason": finish_reason,
             "stop_reason": choice.stop_reason,
         }
         if return_token_ids:

@@ -7,6 +7,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from lightningrl.serving.batcher import Batcher
 from lightningrl.serving.engine import Engine
@@ -16,6 +17,7 @@ from lightningrl.serving.protocol import ChatCompletionRequest, ChatMessage, Com
 from lightningrl.serving.responses import Choice
 from lightningrl.serving.sampling import SamplingParams
 from lightningrl.serving.sequence import Delta
+from lightningrl.serving.tool_calls import template_tool_calls
 
 
 class RequestError(Exception):
@@ -28,14 +30,30 @@ class RequestError(Exception):
         self.status = status
 
 
-def chat_encoder(messages: Sequence[ChatMessage], add_generation_prompt: bool) -> Encoder:
-    """Tokenize chat messages with a model's chat template."""
-    conversation = [{"role": message.role, "content": message.text()} for message in messages]
+def _template_message(message: ChatMessage, index: int) -> dict[str, Any]:
+    """One message as the chat template reads it (tool calls' arguments as objects)."""
+    item: dict[str, Any] = {"role": message.role, "content": message.text()}
+    if message.tool_calls:
+        item["tool_calls"] = template_tool_calls(message.tool_calls, f"messages[{index}].tool_calls")
+    for key in ("tool_call_id", "name"):
+        if getattr(message, key) is not None:
+            item[key] = getattr(message, key)
+    return item
+
+
+def chat_encoder(
+    messages: Sequence[ChatMessage],
+    add_generation_prompt: bool,
+    tools: Sequence[dict[str, Any]] | None = None,
+) -> Encoder:
+    """Tokenize chat messages (and the tools offered) with a model's chat template."""
+    conversation = [_template_message(message, index) for index, message in enumerate(messages)]
+    tool_list = list(tools) if tools else None
 
     def encode(model: LoadedModel) -> list[list[int]]:
         """The rendered conversation's token ids."""
         text = model.tokenizer.apply_chat_template(
-            conversation, tokenize=False, add_generation_prompt=add_generation_prompt
+            conversation, tools=tool_list, tokenize=False, add_generation_prompt=add_generation_prompt
         )
         return [model.tokenizer.encode(text, add_special_tokens=False)]
 

@@ -30,8 +30,33 @@ ENDOFTEXT = "<|endoftext|>"
 SPECIAL_TOKENS = (ENDOFTEXT, PAD_TOKEN, IM_START, IM_END)
 
 CHAT_TEMPLATE = (
+    # Without `tools` every message renders as plain ChatML. With them (hermes style, as Qwen2.5 and
+    # vLLM's `--tool-call-parser hermes` expect) a system turn lists the tools, an assistant's
+    # `tool_calls` render as <tool_call> blocks and a tool result as a <tool_response> in a user turn.
+    "{% if tools %}"
+    "{{ '<|im_start|>system\\n' }}"
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\\n\\n' }}{% endif %}"
+    "{{ '# Tools\\n<tools>' }}"
+    "{% for tool in tools %}{{ '\\n' + (tool | tojson) }}{% endfor %}"
+    '{{ \'\\n</tools>\\nTo call a tool, answer <tool_call>\\n{"name": <name>, "arguments": <object>}\\n\''
+    " + '</tool_call><|im_end|>\\n' }}"
+    "{% endif %}"
     "{% for message in messages %}"
+    "{% if tools and loop.first and message['role'] == 'system' %}"
+    "{% elif message['role'] == 'tool' %}"
+    "{{ '<|im_start|>user\\n<tool_response>\\n' + message['content'] + '\\n</tool_response><|im_end|>\\n' }}"
+    "{% elif message['role'] == 'assistant' and message['tool_calls'] %}"
+    "{{ '<|im_start|>assistant\\n' + (message['content'] or '') }}"
+    "{% for call in message['tool_calls'] %}"
+    "{% set function = call['function'] if call['function'] is defined else call %}"
+    # arguments as a JSON object (vLLM passes a dict; our server parses the OpenAI string first)
+    "{{ '<tool_call>\\n' + ({'name': function['name'], 'arguments': function['arguments']} | tojson)"
+    " + '\\n</tool_call>' }}"
+    "{% endfor %}"
+    "{{ '<|im_end|>\\n' }}"
+    "{% else %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )

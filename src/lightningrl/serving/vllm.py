@@ -1,0 +1,200 @@
+"""vLLM as the serving engine: where its interpreter is, the command and environment that start its
+own OpenAI server (`python -m vllm.entrypoints.openai.api_server`), and the checks before starting it.
+
+vLLM lives in an environment of its own (`scripts/setup-vllm` builds `.venv-vllm`): its pinned
+`transformers` conflicts with verl's. Nothing here imports vllm. Facts and traps: docs/serving.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+PYTHON_ENV = "LIGHTNINGRL_VLLM_PYTHON"
+"""The interpreter of the environment vLLM is installed in (default: `.venv-vllm/bin/python`)."""
+VENV_NAME = ".venv-vllm"
+KV_CACHE_GIB = "1"
+"""vLLM-CPU reserves KV cache from RAM; without a size it asks for 92% of the machine and fails."""
+TOOL_PARSER = "hermes"
+"""Matches the tinylm chat template (`<tool_call>{json}</tool_call>`); Qwen2.5 models use it too."""
+_REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+class VllmUnavailable(RuntimeError):
+    """No interpreter with vLLM was found (or the one named cannot run)."""
+
+
+def _candidates() -> list[Path]:
+    """Default places of `.venv-vllm`: the working directory, then this source checkout's root."""
+    places = [Path.cwd() / VENV_NAME / "bin" / "python", _REPO_ROOT / VENV_NAME / "bin" / "python"]
+    return list(dict.fromkeys(places))
+
+
+def find_vllm_python(explicit: str | Path | None = None) -> str | None:
+    """The interpreter to start vLLM with: `explicit`, else $LIGHTNINGRL_VLLM_PYTHON, else a
+    `.venv-vllm` that exists; None when none is found (an explicit path is returned unchecked)."""
+    if explicit:
+        return str(explicit)
+    if os.environ.get(PYTHON_ENV):
+        return os.environ[PYTHON_ENV]
+    for candidate in _candidates():
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def vllm_python(explicit: str | Path | None = None) -> str:
+    """`find_vllm_python`, or VllmUnavailable saying how to get one."""
+    found = find_vllm_python(explicit)
+    if found is None:
+        raise VllmUnavailable(
+            f"no vLLM interpreter: run scripts/setup-vllm (builds {VENV_NAME}), or give --vllm-python "
+            f"PATH / set {PYTHON_ENV} to the python of an environment with vllm installed"
+        )
+    if not (Path(found).is_file() or shutil.which(found)):
+        raise VllmUnavailable(f"the vLLM interpreter {found!r} does not exist")
+    return found
+
+
+def has_cuda() -> bool:
+    """Whether this machine has an NVIDIA GPU (without importing torch)."""
+    if not shutil.which("nvidia-smi"):
+        return False
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def resolve_engine(engine: str, vllm_python_path: str | Path | None = None) -> str:
+    """ "ours" or "vllm"; "auto" is vLLM when an interpreter with it is found and a GPU is present."""
+    if engine not in ("auto", "ours", "vllm"):
+        raise ValueError(f"engine must be one of ('auto', 'ours', 'vllm'), got {engine!r}")
+    if engine != "auto":
+        return engine
+    return "vllm" if find_vllm_python(vllm_python_path) and has_cuda() else "ours"
+
+
+def tied_output_head(checkpoint: str | Path) -> bool:
+    """Whether the checkpoint ties its output head to the input embeddings (config.json)."""
+    config = json.loads((Path(checkpoint) / "config.json").read_text())
+    text = config.get("text_config") or {}
+    return bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+
+
+def check_reloadable(checkpoint: str | Path) -> None:
+    """Refuse a checkpoint whose weights vLLM cannot reload in place.
+
+    vLLM's `reload_weights` (0.32) keeps the OLD output head of a model with tied embeddings (the
+    CPU backend prepacks it): served logprobs would mix two versions. Train an untied model
+    (`build_tiny_model(..., tie_word_embeddings=False)`), or serve this one with `weight_sync=False`.
+    """
+    if tied_output_head(checkpoint):
+        raise ValueError(
+            f"checkpoint {str(checkpoint)!r} has tie_word_embeddings=true: vLLM's in-place weight reload "
+            "keeps the old output head of a tied model, so it cannot be trained behind vLLM. Build it "
+            "untied (build_tiny_model(..., tie_word_embeddings=False) / `lightningrl build-tiny-model "
+            "--untied`), or use engine='ours'"
+        )
+
+
+def checkpoint_dtype(checkpoint: str | Path) -> str:
+    """The dtype the checkpoint declares (config.json `dtype` / `torch_dtype`), else "auto".
+
+    vLLM's "auto" serves float32 weights in bfloat16 on a CPU; the declared dtype keeps served
+    logprobs equal to the trainer's forward pass.
+    """
+    config = json.loads((Path(checkpoint) / "config.json").read_text())
+    dtype = config.get("dtype") or config.get("torch_dtype")
+    return dtype if isinstance(dtype, str) else "auto"
+
+
+def vllm_command(
+    checkpoint: str | Path,
+    *,
+    port: int,
+    python: str,
+    host: str = "127.0.0.1",
+    dtype: str | None = None,
+    served_model_name: str | None = None,
+    max_model_len: int | None = None,
+    enforce_eager: bool = False,
+    lora_rank: int = 0,
+    max_loras: int = 2,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """vLLM's own OpenAI server on `checkpoint`, with what our proxy and weight sync rely on: token ids
+    and raw logprobs (its defaults), hermes tool calls, and (with `lora_rank`) runtime LoRA adapters."""
+    command = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        *("--model", str(checkpoint)),
+        *("--host", host, "--port", str(port)),
+        *("--dtype", dtype or checkpoint_dtype(checkpoint)),
+        "--enable-auto-tool-choice",
+        *("--tool-call-parser", TOOL_PARSER),
+        "--disable-uvicorn-access-log",
+    ]
+    if served_model_name:
+        command += ["--served-model-name", served_model_name]
+    if max_model_len:
+        command += ["--max-model-len", str(max_model_len)]
+    if enforce_eager:
+        command.append("--enforce-eager")
+    if lora_rank:
+        command += ["--enable-lora", "--max-lora-rank", str(lora_rank), "--max-loras", str(max_loras)]
+    return command + list(extra_args)
+
+
+def vllm_env(cache_dir: str | Path | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for vLLM's server: the dev routes weight sync uses (`/collective_rpc`,
+    `/reset_prefix_cache`, `/pause`), runtime LoRA loading, a KV cache that fits a CPU machine, and
+    no PYTHONPATH (ours points at packages whose versions vLLM's environment does not share)."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = ""  # empty, not absent: a supervisor merges our environment back in
+    env["VLLM_SERVER_DEV_MODE"] = "1"
+    env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GIB)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if cache_dir is not None:
+        env.setdefault("VLLM_CACHE_ROOT", str(cache_dir))
+    return env
+
+
+def exec_vllm(command: Sequence[str], env: Mapping[str, str]) -> None:
+    """Replace this process with vLLM's server (signals reach it directly); never returns."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(command[0], list(command), dict(env))
+
+
+@contextlib.asynccontextmanager
+async def vllm_server(
+    checkpoint: str | Path,
+    log_dir: str | Path,
+    *,
+    python: str | None = None,
+    port: int | None = None,
+    start_timeout: float = 600.0,
+    **options: Any,
+) -> AsyncIterator[str]:
+    """Run vLLM's server on `checkpoint` as a supervised child (log in `log_dir/vllm.log`) until the
+    block ends; yields its OpenAI base URL once `/health` answers. `options` go to `vllm_command`."""
+    from lightningrl.processes import Supervisor, free_port
+
+    port = port or free_port()
+    command = vllm_command(checkpoint, port=port, python=vllm_python(python), **options)
+    with Supervisor(log_dir) as supervisor:
+        child = supervisor.start("vllm", command, env=vllm_env())
+        await supervisor.wait_http(
+            child, f"http://127.0.0.1:{port}/health", timeout=start_timeout, interval=0.5
+        )
+        yield f"http://127.0.0.1:{port}/v1"

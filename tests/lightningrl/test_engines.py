@@ -1,0 +1,157 @@
+"""Engine choice and tool calls without a vLLM server: hermes parsing, our server's tools, the refusals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+from engine_stack import TOOL_QUESTION, TOOLS, Live, serve
+
+from lightningrl import fit
+from lightningrl.cli import main as cli_main
+from lightningrl.config import LightningRLConfig
+from lightningrl.serving import create_app
+from lightningrl.serving.endpoint import VllmEndpoint, sync_weights
+from lightningrl.serving.tool_calls import parse_tool_calls
+from lightningrl.serving.vllm import (
+    PYTHON_ENV,
+    VllmUnavailable,
+    check_reloadable,
+    resolve_engine,
+    vllm_command,
+    vllm_env,
+    vllm_python,
+)
+from lightningrl.tinylm import build_tiny_model
+
+
+@pytest.fixture(scope="module")
+def tied(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tied") / "m", hidden_size=64)
+
+
+@pytest.fixture(scope="module")
+def ours(tied: Path) -> Iterator[Live]:
+    torch.set_num_threads(1)
+    live = serve(create_app(tied, device="cpu", served_model_name="policy", cpu_threads=1), "ours")
+    yield live
+    live.stop()
+
+
+def test_hermes_blocks_become_tool_calls_and_anything_else_stays_text() -> None:
+    content, calls = parse_tool_calls(
+        'Let me add.<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>'
+        '<tool_call>{"name": "neg", "arguments": {"x": 2}}</tool_call>'
+    )
+    assert content == "Let me add."
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+        ("add", {"a": 1}),
+        ("neg", {"x": 2}),
+    ]
+    assert all(c["type"] == "function" and c["id"] for c in calls)
+    assert parse_tool_calls("no call here") == ("no call here", [])
+    broken = '<tool_call>{"name": "add", "arguments": </tool_call>'
+    assert parse_tool_calls(broken) == (broken, [])  # not JSON: all of it is content, as vLLM answers
+    assert parse_tool_calls('<tool_call>{"arguments": {}}</tool_call>')[1] == []  # no name
+    # An unterminated last block (max_tokens ran out) is parsed like vLLM's hermes parser does.
+    assert parse_tool_calls('<tool_call>{"name": "a", "arguments": {}}')[1][0]["function"]["name"] == "a"
+
+
+async def test_our_server_renders_tools_and_refuses_what_it_cannot_do(ours: Live, tied: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tied)
+    body = {"messages": TOOL_QUESTION, "tools": TOOLS, "max_tokens": 4, "return_token_ids": True}
+    async with httpx.AsyncClient(base_url=ours.url + "/v1", timeout=60) as client:
+        answer = (await client.post("/chat/completions", json=body)).json()
+        expected = tokenizer.apply_chat_template(
+            TOOL_QUESTION, tools=TOOLS, add_generation_prompt=True, return_dict=False
+        )
+        assert answer["prompt_token_ids"] == expected
+        assert "add" in tokenizer.decode(expected) and "<tools>" in tokenizer.decode(expected)
+        none = (await client.post("/chat/completions", json={**body, "tool_choice": "none"})).json()
+        assert none["prompt_token_ids"] == expected  # tools still rendered, as vLLM does
+        plain = (await client.post("/chat/completions", json={**body, "tools": None})).json()
+        assert plain["prompt_token_ids"] == tokenizer.apply_chat_template(
+            TOOL_QUESTION, add_generation_prompt=True, return_dict=False
+        )
+        refused = await client.post("/chat/completions", json={**body, "tool_choice": "required"})
+        assert refused.status_code == 400 and "tool_choice" in refused.json()["error"]["message"]
+        streamed = await client.post("/chat/completions", json={**body, "stream": True})
+        assert streamed.status_code == 400 and "streaming with tools" in streamed.json()["error"]["message"]
+        bad_history = [
+            *TOOL_QUESTION,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "add", "arguments": "{a"}}
+                ],
+            },
+        ]
+        bad = await client.post("/chat/completions", json={**body, "messages": bad_history})
+        assert bad.status_code == 400
+        assert "messages[1].tool_calls[0].function.arguments is not JSON" in bad.json()["error"]["message"]
+
+
+def test_tied_output_heads_are_refused_for_vllm(tied: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="tie_word_embeddings=true"):
+        check_reloadable(tied)
+    with pytest.raises(ValueError, match="tie_word_embeddings=true"):
+        fit(["python", "-c", "pass"], [{"q": 1}], model=tied, engine="vllm", output_dir=tmp_path / "run")
+    untied = build_tiny_model(tmp_path / "untied", hidden_size=64, tie_word_embeddings=False)
+    check_reloadable(untied)
+
+
+async def test_vllm_weight_sync_refuses_a_tied_checkpoint_before_touching_the_server(tied: Path) -> None:
+    with pytest.raises(ValueError, match="tie_word_embeddings=true"):
+        await sync_weights(["http://127.0.0.1:1/v1"], str(tied), engine="vllm")
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(ValueError, match="tie_word_embeddings=true"):
+            await VllmEndpoint("http://127.0.0.1:1/v1").sync_weights(client, str(tied))
+
+
+async def test_our_weight_sync_is_detected_and_reloads(ours: Live, tied: Path) -> None:
+    row = await sync_weights([ours.url + "/v1"], str(tied), engine="auto")
+    assert row["sync/seconds"] > 0
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(ours.url + "/metrics")).json()["reloads"] >= 1
+
+
+def test_engine_choice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert resolve_engine("ours") == "ours" and resolve_engine("vllm") == "vllm"
+    with pytest.raises(ValueError, match="engine must be one of"):
+        resolve_engine("sglang")
+    with pytest.raises(ValueError, match="engine must be one of"):
+        LightningRLConfig(engine="sglang")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: auto is ours even with vLLM installed
+    monkeypatch.setenv(PYTHON_ENV, "/usr/bin/true")
+    assert resolve_engine("auto") == "ours"
+    monkeypatch.setenv(PYTHON_ENV, str(tmp_path / "missing-python"))
+    with pytest.raises(VllmUnavailable, match="does not exist"):
+        vllm_python()
+
+
+def test_vllm_command_and_environment(tmp_path: Path) -> None:
+    model = build_tiny_model(tmp_path / "m", hidden_size=64, tie_word_embeddings=False)
+    command = vllm_command(model, port=9, python="py", enforce_eager=True, lora_rank=8)
+    assert command[:3] == ["py", "-m", "vllm.entrypoints.openai.api_server"]
+    text = " ".join(command)
+    assert "--dtype float32" in text  # the declared dtype: vLLM's auto would serve bf16 on a CPU
+    assert "--enable-auto-tool-choice --tool-call-parser hermes" in text
+    assert "--enable-lora --max-lora-rank 8" in text and "--enforce-eager" in text
+    env = vllm_env(base={"PYTHONPATH": "/ours", "VLLM_CPU_KVCACHE_SPACE": "4"})
+    assert env["PYTHONPATH"] == "" and env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "4"  # a size the user set wins
+
+
+def test_serve_model_names_a_missing_vllm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = build_tiny_model(tmp_path / "m", hidden_size=64, tie_word_embeddings=False)
+    with pytest.raises(VllmUnavailable, match="does not exist"):
+        cli_main(
+            ["serve-model", "--engine", "vllm", "--checkpoint", str(model), "--vllm-python", "/no/python"]
+        )
