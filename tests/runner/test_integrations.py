@@ -164,14 +164,19 @@ async def test_autogen_agent_through_the_proxy(
         return 1.0
 
     spans = await run_one(sql_store, store_server, inference_url, agent, "autogen-proxy")
+    # AutoGen's own OpenTelemetry spans (GenAI conventions, on the global provider) join the attempt too
     assert sorted(s.name for s in spans) == [
         "chat",
+        "create_agent assistant",
+        "invoke_agent assistant",
         "lightningrl.reward",
         "lightningrl.rollout",
         "step.autogen.message",
         "step.autogen.message",
     ]
     root = next(s for s in spans if s.name == "lightningrl.rollout")
+    invoke = next(s for s in spans if s.name == "invoke_agent assistant")
+    assert invoke.trace_id == root.trace_id and invoke.resource[semconv.ATTEMPT_ID] == root.attempt_id
     (llm_span,) = [s for s in spans if is_llm_span(s)]
     check_llm_span(llm_span, root, answers[0], "assistant")
     messages = sorted(
