@@ -45,9 +45,7 @@ async def setup_gate(store: LightningStore, gate: GateRecords, root_dir: Path) -
     """Evaluator, policy, protected cases and the approved root version."""
     await gate.register_evaluator(Evaluator(name="exact-match", version="1"), recorded_by="local:admin")
     limits = CanaryLimits(max_tasks=20, max_seconds=60, max_tool_calls=100, max_cost=1.0)
-    policy = GatePolicy(
-        resource_name=NAME, evaluator="exact-match", retry_budget=5, span_coverage=list(FULL), canary=limits
-    )
+    policy = GatePolicy(resource_name=NAME, evaluator="exact-match", span_coverage=list(FULL), canary=limits)
     await gate.put_policy(policy, recorded_by="local:admin")
     for task_id in PROTECTED:
         case = ProtectedCase(resource_name=NAME, case_id=f"case-{task_id}", task_id=task_id)

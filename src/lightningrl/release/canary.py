@@ -10,7 +10,15 @@ from lightningrl.release.inputs import load_inputs
 from lightningrl.release.report import get_receipt
 from lightningrl.release.verifier import CanaryTask, Verifier, verify
 from lightningstore import LightningStore
-from lightningstore.gate import CanaryLimits, CanaryOutcome, CanaryRun, EvidenceRecord, GateRecords, digest
+from lightningstore.gate import (
+    CanaryLimits,
+    CanaryOutcome,
+    CanaryRun,
+    EvidenceRecord,
+    GateRecords,
+    OutcomeSource,
+    digest,
+)
 from runner import LitAgent
 
 
@@ -75,9 +83,11 @@ async def run_canary(
             CanaryOutcome(
                 task_id=task.task_id,
                 rollout_id=rollout.rollout_id,
-                verified=found.verified,
+                verified=found.verified and found.source == OutcomeSource.VERIFIER,
                 reason=found.reason,
                 harmful=list(found.harmful),
+                source=OutcomeSource(found.source),
+                uncertainty=found.uncertainty,
             )
         )
     canary = CanaryRun(

@@ -7,11 +7,13 @@ from lightningrl.release.routing import resolve_version
 from lightningstore import LightningStore
 from lightningstore.gate import (
     Approval,
+    CanaryOutcome,
     CanaryRun,
     CheckName,
     CheckResult,
     CheckStatus,
     EvidenceKind,
+    OutcomeSource,
     RollbackDrill,
 )
 
@@ -37,12 +39,22 @@ def check_canary(inputs: CheckInputs) -> CheckResult:
             reason=f"canary is stale: evaluator was {run.evaluator}, is now {inputs.basis.evaluator}",
         )
     outcomes = {o.task_id: o for o in run.outcomes}
-    unverified = [t for t in run.planned if t not in outcomes or not outcomes[t].verified]
+    unverified = [t for t in run.planned if t not in outcomes or not _verified(outcomes[t])]
+    judged = [o for o in run.outcomes if o.source != OutcomeSource.VERIFIER]
     harmful = [f"{o.task_id}: {'; '.join(o.harmful)}" for o in run.outcomes if o.harmful]
     evidence = {
         "planned": len(run.planned),
         "verified": len(run.planned) - len(unverified),
         "unverified": unverified[:10],
+        "judged": [
+            {
+                "task_id": o.task_id,
+                "source": o.source.value,
+                "uncertainty": o.uncertainty,
+                "finding": o.reason,
+            }
+            for o in judged[:10]
+        ],
         "harmful": harmful[:10],
         "stopped_by": run.stopped_by,
         "tool_calls": run.tool_calls,
@@ -55,6 +67,8 @@ def check_canary(inputs: CheckInputs) -> CheckResult:
     verified = f"{len(run.planned) - len(unverified)} of {len(run.planned)} canary outcomes verified"
     if unverified or harmful:
         parts = [verified]
+        if judged:
+            parts.append(_judged_text(judged))
         if unverified:
             why = outcomes[unverified[0]].reason if unverified[0] in outcomes else "never ran"
             parts.append(f"first unverified {unverified[0]}: {why}")
@@ -64,6 +78,23 @@ def check_canary(inputs: CheckInputs) -> CheckResult:
             parts.append(f"stopped by the {run.stopped_by} limit")
         return CheckResult(name=name, status=FAIL, reason="; ".join(parts), evidence=evidence)
     return CheckResult(name=name, status=PASS, reason=f"{verified}, no harm recorded", evidence=evidence)
+
+
+def _verified(outcome: CanaryOutcome) -> bool:
+    """Only a verifier's deterministic check verifies an outcome; a judge's or a person's never does."""
+    return outcome.verified and outcome.source == OutcomeSource.VERIFIER
+
+
+def _judged_text(judged: list[CanaryOutcome]) -> str:
+    by_source: dict[str, list[CanaryOutcome]] = {}
+    for outcome in judged:
+        by_source.setdefault(outcome.source.value, []).append(outcome)
+    parts = []
+    for source, found in sorted(by_source.items()):
+        known = [o.uncertainty for o in found if o.uncertainty is not None]
+        worst = f", uncertainty up to {max(known):.2f}" if known else ", uncertainty not given"
+        parts.append(f"{len(found)} {source} evidence (not verified{worst})")
+    return "; ".join(parts)
 
 
 def _approved_by_authority(recorded_by: str) -> bool:

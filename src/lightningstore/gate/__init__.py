@@ -12,6 +12,7 @@ from lightningstore.gate.evidence import (
     Evidence,
     EvidenceKind,
     EvidenceRecord,
+    OutcomeSource,
     RollbackDrill,
 )
 from lightningstore.gate.policy import CanaryLimits, GatePolicy, StopThresholds
@@ -50,6 +51,7 @@ __all__ = [
     "Evidence",
     "EvidenceKind",
     "EvidenceRecord",
+    "OutcomeSource",
     "GatePolicy",
     "GateRecords",
     "GateReport",

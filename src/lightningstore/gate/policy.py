@@ -39,7 +39,9 @@ class GatePolicy(BaseModel):
     resource_name: str = Field(min_length=1, max_length=200)
     evaluator: str | None = None
     """The registered evaluator receipts of this resource pin by default."""
-    retry_budget: int = Field(default=5, ge=0)
+    retry_budget: int = Field(default=0, ge=0)
+    """Unexpected retries a release may carry. Zero unless the policy says otherwise before training:
+    a receipt pins the budget of the policy in force when it is filed."""
     span_coverage: list[str] = Field(default_factory=lambda: list(DEFAULT_SPAN_COVERAGE))
     min_holdout_gain: float = 0.0
     """The candidate's mean holdout reward must exceed its parent's by more than this."""
