@@ -106,11 +106,12 @@ async def check_rollback(store: LightningStore, inputs: CheckInputs) -> CheckRes
     name = CheckName.ROLLBACK
     parent_id = inputs.receipt.parent_version_id
     now = await resolve_version(store, parent_id)
-    if not now.ok:
-        return CheckResult(name=name, status=FAIL, reason=f"parent unresolvable: {now.reason}")
     drills = [
         e for e in inputs.evidence if e.kind == EvidenceKind.ROLLBACK and isinstance(e.body, RollbackDrill)
     ]
+    if not now.ok:
+        tested = "" if drills else "; rollback to it was never tested"
+        return CheckResult(name=name, status=FAIL, reason=f"parent unresolvable: {now.reason}{tested}")
     if not drills:
         return CheckResult(name=name, status=UNAVAILABLE, reason="rollback to the parent was never tested")
     drill = drills[-1].body
