@@ -1,5 +1,6 @@
 """The gate as specified: zero retry debt by default, judge and human evidence shown as such (never
-verified), and the loop's stop conditions for an unavailable parent and an unverifiable canary."""
+verified), the loop's stop conditions for an unavailable parent and an unverifiable canary, and stale
+evidence when the tool contract, permissions, destination, model server or retry policy change."""
 
 from __future__ import annotations
 
@@ -7,18 +8,29 @@ import shutil
 from pathlib import Path
 
 from ledger_agent import ledger_agent, ledger_tasks, verify_row
-from scenario import NAME, Spec, build_branch, setup_gate
+from scenario import NAME, Spec, build_branch, gather_evidence, setup_gate
 
 from lightningrl.release import (
     CanaryTask,
     Verification,
+    approve,
     build_receipt,
     check_receipt,
+    current_report,
     run_canary,
     stop_reason,
 )
 from lightningstore import LightningStore, Rollout, SqlStore
-from lightningstore.gate import CheckName, CheckStatus, GatePolicy, OutcomeSource, gate_records
+from lightningstore.gate import (
+    ENVIRONMENT_PARTS,
+    CheckName,
+    CheckStatus,
+    DeploymentEnvironment,
+    GatePolicy,
+    OutcomeSource,
+    Verdict,
+    gate_records,
+)
 
 
 async def test_one_unexpected_retry_fails_the_default_budget(tmp_path: Path) -> None:
@@ -72,4 +84,69 @@ async def test_stop_when_the_parent_becomes_unavailable(tmp_path: Path) -> None:
     reason = await stop_reason(store, NAME, gate=gate)
     assert reason is not None and "the parent of the latest version is unavailable" in reason
     assert branch.parent.version_id in reason
+    await store.close()
+
+
+async def test_a_changed_environment_invalidates_only_the_checks_that_relied_on_it(tmp_path: Path) -> None:
+    store = SqlStore(tmp_path / "store.db")
+    gate = gate_records(store)
+    root = await setup_gate(store, gate, tmp_path / "root")
+    policy = await gate.policy_or_default(NAME)
+    declared = DeploymentEnvironment(
+        tool_contract={"write_row": "v1"},
+        permissions=["ledger:write"],
+        destination="ledger.db",
+        model_server="tiny@cpu",
+    )
+    policy = policy.model_copy(update={"environment": declared})
+    await gate.put_policy(policy, recorded_by="admin:ops")
+    branch = await build_branch(store, root, Spec("A"), tmp_path)
+    receipt = await gather_evidence(store, gate, branch, tmp_path)
+    await approve(store, gate, receipt.receipt_id, actor="alice")
+    report = await check_receipt(store, gate, receipt.receipt_id)
+    assert report.verdict == Verdict.PROMOTE, [c.reason for c in report.failing]
+    canary = report.check(CheckName.CANARY)
+    assert set(canary.evidence["relied_on"]) == {
+        "evaluator",
+        "canary",
+        *ENVIRONMENT_PARTS,
+    }  # what it rested on
+    assert set(report.check(CheckName.RETRY_DEBT).evidence["relied_on"]) == {
+        "train",
+        "holdout",
+        "retry_policy",
+    }
+
+    changes = {
+        "tool_contract": (
+            {"environment": declared.model_copy(update={"tool_contract": {"write_row": "v2"}})},
+            {CheckName.CANARY},
+        ),
+        "permissions": (
+            {"environment": declared.model_copy(update={"permissions": ["ledger:admin"]})},
+            {CheckName.CANARY},
+        ),
+        "destination": (
+            {"environment": declared.model_copy(update={"destination": "other.db"})},
+            {CheckName.CANARY},
+        ),
+        "model_server": (
+            {"environment": declared.model_copy(update={"model_server": "tiny@gpu"})},
+            {CheckName.CANARY, CheckName.ROLLBACK},
+        ),
+        "retry_policy": ({"expected_retry_markers": ["resample", "rate-limit"]}, {CheckName.RETRY_DEBT}),
+    }
+    for part, (update, affected) in changes.items():
+        await gate.put_policy(policy.model_copy(update=update), recorded_by="admin:ops")
+        now = await current_report(store, gate, receipt.receipt_id)
+        assert now is not None and now.verdict == Verdict.HOLD, part
+        stale = {c.name for c in now.checks if c.status == CheckStatus.UNAVAILABLE}
+        assert stale == affected, (part, stale)
+        assert all(part in c.reason for c in now.checks if c.name in affected), part
+    await gate.put_policy(policy.model_copy(update=changes["destination"][0]), recorded_by="admin:ops")
+    fresh = (await check_receipt(store, gate, receipt.receipt_id)).check(CheckName.CANARY)
+    assert (
+        fresh.status == CheckStatus.UNAVAILABLE
+        and fresh.reason == "canary is stale: destination changed since it ran"
+    )
     await store.close()

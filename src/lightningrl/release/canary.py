@@ -11,6 +11,7 @@ from lightningrl.release.report import get_receipt
 from lightningrl.release.verifier import CanaryTask, Verifier, verify
 from lightningstore import LightningStore
 from lightningstore.gate import (
+    ENVIRONMENT_PARTS,
     CanaryLimits,
     CanaryOutcome,
     CanaryRun,
@@ -102,5 +103,6 @@ async def run_canary(
         seconds=run.seconds,
         task_digest=digest([[t.task_id, t.input] for t in planned]),
         evaluator=inputs.basis.evaluator,
+        environment={part: getattr(inputs.basis, part) for part in ENVIRONMENT_PARTS},
     )
     return await gate.add_evidence(canary, recorded_by=recorded_by)

@@ -6,6 +6,7 @@ from lightningrl.release.inputs import CheckInputs
 from lightningrl.release.routing import resolve_version
 from lightningstore import LightningStore
 from lightningstore.gate import (
+    ENVIRONMENT_PARTS,
     Approval,
     CanaryOutcome,
     CanaryRun,
@@ -37,6 +38,14 @@ def check_canary(inputs: CheckInputs) -> CheckResult:
             name=name,
             status=UNAVAILABLE,
             reason=f"canary is stale: evaluator was {run.evaluator}, is now {inputs.basis.evaluator}",
+        )
+    moved = [p for p in ENVIRONMENT_PARTS if run.environment.get(p) != getattr(inputs.basis, p)]
+    if moved:
+        return CheckResult(
+            name=name,
+            status=UNAVAILABLE,
+            reason=f"canary is stale: {', '.join(moved)} changed since it ran",
+            evidence={"changed": moved},
         )
     outcomes = {o.task_id: o for o in run.outcomes}
     unverified = [t for t in run.planned if t not in outcomes or not _verified(outcomes[t])]
@@ -137,7 +146,7 @@ async def check_rollback(store: LightningStore, inputs: CheckInputs) -> CheckRes
     assert isinstance(approval.body, Approval)
     changed = [
         p
-        for p in ("evaluator", "parent", "train", "holdout", "protected", "canary")
+        for p in type(inputs.basis).model_fields
         if getattr(approval.body.basis, p) != getattr(inputs.basis, p)
     ]
     if changed:

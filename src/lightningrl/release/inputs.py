@@ -39,6 +39,21 @@ class CheckInputs:
         return found[-1] if found else None
 
 
+def environment_basis(policy: GatePolicy) -> dict[str, str | None]:
+    """The basis parts of the deployment environment and retry policy: a digest each (None when undeclared)."""
+    env = policy.environment
+    declared = {
+        "tool_contract": env.tool_contract or None,
+        "permissions": sorted(env.permissions) or None,
+        "destination": env.destination,
+        "model_server": env.model_server,
+    }
+    parts = {k: None if v is None else digest(v)[:16] for k, v in declared.items()}
+    retry = {"budget": policy.retry_budget, "expected": sorted(policy.expected_retry_markers)}
+    parts["retry_policy"] = digest(retry)[:16]
+    return parts
+
+
 async def load_inputs(store: LightningStore, gate: GateRecords, receipt: UpdateReceipt) -> CheckInputs:
     """Read the candidate, parent, pointers, evaluator, protected cases, evidence rollouts and gate evidence."""
     name = receipt.resource_name
@@ -53,6 +68,7 @@ async def load_inputs(store: LightningStore, gate: GateRecords, receipt: UpdateR
         store, name, receipt.candidate_version_id, receipt.parent_version_id, {c.task_id for c in cases}
     )
     evidence = await gate.list_evidence(receipt.receipt_id)
+    policy = await gate.policy_or_default(name)
     canary = [e for e in evidence if e.kind == EvidenceKind.CANARY]
     basis = Basis(
         evaluator=f"{evaluator_now.name}@{evaluator_now.version}" if evaluator_now else None,
@@ -61,10 +77,11 @@ async def load_inputs(store: LightningStore, gate: GateRecords, receipt: UpdateR
         holdout=holdout_snapshot(receipt.candidate_version_id, receipt.parent_version_id, sets).sha256,
         protected=digest([c.model_dump(mode="json") for c in cases]),
         canary=canary[-1].body.task_digest if canary and canary[-1].body.kind == "canary" else None,
+        **environment_basis(policy),
     )
     return CheckInputs(
         receipt=receipt,
-        policy=await gate.policy_or_default(name),
+        policy=policy,
         candidate=candidate,
         parent=parent,
         approved=approved,

@@ -17,6 +17,7 @@ from lightningstore.gate import (
     GateRecords,
     GateReport,
     UpdateReceipt,
+    relied_on,
     stale_parts,
     verdict_of,
 )
@@ -53,7 +54,10 @@ async def check_receipt(
     """Judge a receipt against the store now; record the report unless `record` is False."""
     receipt = await get_receipt(gate, receipt_id)
     inputs = await load_inputs(store, gate, receipt)
-    checks = await run_checks(store, inputs)
+    checks = [
+        c.model_copy(update={"evidence": {**c.evidence, "relied_on": relied_on(c.name, inputs.basis)}})
+        for c in await run_checks(store, inputs)
+    ]
     report = GateReport(
         report_id=f"rep-{uuid.uuid4().hex[:16]}",
         receipt_id=receipt.receipt_id,

@@ -15,11 +15,20 @@ from lightningstore.gate.evidence import (
     OutcomeSource,
     RollbackDrill,
 )
-from lightningstore.gate.policy import CanaryLimits, GatePolicy, StopThresholds
+from lightningstore.gate.policy import CanaryLimits, DeploymentEnvironment, GatePolicy, StopThresholds
 from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import DataSnapshot, EvaluatorRef, ReceiptBody, UpdateReceipt, digest
 from lightningstore.gate.records import GateRecords
-from lightningstore.gate.verdict import DEPENDS_ON, Basis, GateReport, Verdict, stale_parts, verdict_of
+from lightningstore.gate.verdict import (
+    DEPENDS_ON,
+    ENVIRONMENT_PARTS,
+    Basis,
+    GateReport,
+    Verdict,
+    relied_on,
+    stale_parts,
+    verdict_of,
+)
 
 
 def __getattr__(name: str):
@@ -37,6 +46,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "DEPENDS_ON",
+    "ENVIRONMENT_PARTS",
+    "DeploymentEnvironment",
     "Approval",
     "Basis",
     "CanaryLimits",
@@ -64,6 +75,7 @@ __all__ = [
     "Verdict",
     "digest",
     "gate_records",
+    "relied_on",
     "stale_parts",
     "verdict_of",
 ]

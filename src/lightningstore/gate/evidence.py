@@ -57,6 +57,9 @@ class CanaryRun(BaseModel):
     seconds: float = 0.0
     task_digest: str
     evaluator: str | None = None
+    environment: dict[str, str | None] = Field(default_factory=dict)
+    """The deployment environment the run acted through (basis parts: tool contract, permissions,
+    destination, model server); a later change of any makes the run stale."""
 
 
 class RollbackDrill(BaseModel):

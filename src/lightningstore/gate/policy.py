@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_SPAN_COVERAGE = ("agent", "llm", "reward")
@@ -31,6 +33,21 @@ class StopThresholds(BaseModel):
     """How many of the most recent finished train rollouts the coverage and retry checks look at."""
 
 
+class DeploymentEnvironment(BaseModel):
+    """What the agent acts through in production; a change makes the evidence that relied on it stale."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_contract: dict[str, Any] = Field(default_factory=dict)
+    """The tools the agent may call and their contracts (name -> schema or version)."""
+    permissions: list[str] = Field(default_factory=list)
+    """What the agent's credentials allow (scopes, roles)."""
+    destination: str | None = None
+    """Where its effects land (a database, a bucket, an API)."""
+    model_server: str | None = None
+    """What serves the model (engine, version, hardware, endpoints)."""
+
+
 class GatePolicy(BaseModel):
     """Release policy of one resource."""
 
@@ -51,3 +68,4 @@ class GatePolicy(BaseModel):
     attempt's failure reason contains one of these."""
     canary: CanaryLimits = Field(default_factory=CanaryLimits)
     stop: StopThresholds = Field(default_factory=StopThresholds)
+    environment: DeploymentEnvironment = Field(default_factory=DeploymentEnvironment)
