@@ -34,6 +34,7 @@ from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, co
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.metrics import MetricsLog, plot_reward_curve
 from lightningrl.progress import StepProgress, step_info
+from lightningrl.release.plan import file_plan, tasks_snapshot
 from lightningrl.release.stop import stop_reason
 from lightningrl.reload import reload_endpoints
 from lightningrl.trainer.config import TrainerConfig
@@ -100,6 +101,8 @@ class LightningRL(Algorithm):
         self._slice_turn = 0
         self.version: ResourceVersion | None = None
         self.resources_id: str | None = None
+        self.plan_id: str | None = None
+        """The training plan this run filed before its first step (see `lightningrl.release.plan`)."""
         self._feed: RolloutFeed | None = None
         self._lineage = VersionLineage(store)
         self._baseline: RunningBaseline | None = None
@@ -132,11 +135,28 @@ class LightningRL(Algorithm):
         self.resources_id = (
             await self.store.add_resource_set({self.config.resource_name: version.version_id})
         ).resources_id
+        await self._file_plan(version)
         if self.trainer is None:
             from lightningrl.trainer import VerlActorTrainer
 
             self.trainer = await asyncio.to_thread(VerlActorTrainer, llm.checkpoint, self._trainer_config())
         return llm
+
+    async def _file_plan(self, start: ResourceVersion) -> None:
+        """Freeze the receipt's before-training part (the training plan) before the first step; every
+        version this run publishes names it, so its receipt copies it rather than re-deriving it."""
+        from lightningstore.gate import gate_records
+
+        plan = await file_plan(
+            gate_records(self.store),
+            self.config.resource_name,
+            start.version_id,
+            train=tasks_snapshot("train tasks", self.train_tasks),
+            holdout=tasks_snapshot("val tasks", self.val_tasks),
+            algorithm_config=_config_summary(self.config),
+            created_by=f"algorithm:{self.name}",
+        )
+        self.plan_id = plan.plan_id
 
     def _current_llm(self) -> LLM:
         assert self.version is not None and isinstance(self.version.resource, LLM)
@@ -277,6 +297,7 @@ class LightningRL(Algorithm):
             artifact=str(checkpoint),
             metadata={
                 **(metadata or {}),
+                "plan_id": self.plan_id,
                 "step": step,
                 "metrics": summary,
                 "algorithm_config": _config_summary(self.config),

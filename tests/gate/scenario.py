@@ -31,6 +31,8 @@ class Spec:
     protected_broken: int = 0
     sloppy: bool = False
     parent_missing: bool = False
+    plan_id: str | None = None
+    """The training plan the candidate's run filed before training (its metadata names it)."""
 
 
 @dataclass
@@ -77,7 +79,11 @@ async def build_branch(store: LightningStore, root: ResourceVersion, spec: Spec,
         PromptTemplate(template=template),
         parent_id=parent.version_id,
         created_by="lightningrl",
-        metadata={"step": 1, "algorithm_config": {"estimator": "grpo", "lr": 1e-3}},
+        metadata={
+            "step": 1,
+            "algorithm_config": {"estimator": "grpo", "lr": 1e-3},
+            **({"plan_id": spec.plan_id} if spec.plan_id else {}),
+        },
     )
     pset = (await store.add_resource_set({NAME: parent.version_id})).resources_id
     cset = (await store.add_resource_set({NAME: candidate.version_id})).resources_id

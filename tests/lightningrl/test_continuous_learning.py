@@ -25,6 +25,7 @@ from lightningrl.tinylm import build_tiny_model
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.warmup import WarmupConfig, supervised_warmup
 from lightningstore import LLM, RolloutMode, SqlStore
+from lightningstore.gate import gate_records
 
 PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]
 STEPS = 6
@@ -133,6 +134,11 @@ async def test_production_traffic_without_groups_improves_the_policy(
 
     # Freshness: each version says which data it learned from, up to when, and what was skipped.
     versions = await store.list_resource_versions("llm")
+    # The run filed its training plan before its first step; every version it published names it.
+    plan = await gate_records(store).get_plan(rl.plan_id)
+    assert plan is not None and plan.parent_version_id == root.version_id
+    assert plan.create_time <= versions[1].create_time
+    assert {v.metadata["plan_id"] for v in versions[1:]} == {plan.plan_id}
     cutoffs = [v.metadata[CUTOFF_KEY]["data_cutoff"] for v in versions[1:]]
     assert cutoffs == sorted(cutoffs) and len(set(cutoffs)) == len(cutoffs)
     skipped = sum(r["continuous/skipped_stale"] for r in rows)

@@ -74,7 +74,7 @@ def test_cli_upgrade(db_url: str) -> None:
         capture_output=True,
         text=True,
     ).stdout
-    assert "0002" in out  # the head revision (0002: release gate records)
+    assert "0003_plans" in out  # the head revision (0003_plans: the gate's training plans)
     assert _diff(db_url) == []
 
 

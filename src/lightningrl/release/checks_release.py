@@ -131,16 +131,19 @@ async def check_rollback(store: LightningStore, inputs: CheckInputs) -> CheckRes
     if drill.parent != inputs.basis.parent:
         reason = f"rollback drill is stale: it ran with {drill.parent}, now {inputs.basis.parent}"
         return CheckResult(name=name, status=UNAVAILABLE, reason=reason)
+    named = inputs.plan.canary_approvers if inputs.plan is not None else []
     approvals = [
         e
         for e in inputs.evidence
         if e.kind == EvidenceKind.APPROVAL
         and isinstance(e.body, Approval)
         and _approved_by_authority(e.recorded_by)
+        and (not named or e.body.actor in named)
     ]
     if not approvals:
+        who = f" from {', '.join(named)} (the training plan's canary approvers)" if named else ""
         return CheckResult(
-            name=name, status=UNAVAILABLE, reason="rollback tested; no authorized approval yet"
+            name=name, status=UNAVAILABLE, reason=f"rollback tested; no authorized approval yet{who}"
         )
     approval = approvals[-1]
     assert isinstance(approval.body, Approval)

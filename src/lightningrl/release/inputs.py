@@ -14,6 +14,7 @@ from lightningstore.gate import (
     GatePolicy,
     GateRecords,
     ProtectedCase,
+    TrainingPlan,
     UpdateReceipt,
     digest,
 )
@@ -33,6 +34,7 @@ class CheckInputs:
     sets: EvidenceSets
     evidence: list[EvidenceRecord]
     basis: Basis
+    plan: TrainingPlan | None = None
 
     def latest(self, kind: EvidenceKind) -> EvidenceRecord | None:
         found = [e for e in self.evidence if e.kind == kind]
@@ -90,4 +92,5 @@ async def load_inputs(store: LightningStore, gate: GateRecords, receipt: UpdateR
         sets=sets,
         evidence=evidence,
         basis=basis,
+        plan=await gate.get_plan(receipt.plan_id) if receipt.plan_id else None,
     )

@@ -33,7 +33,7 @@ async def get_receipt(gate: GateRecords, receipt_id: str) -> UpdateReceipt:
 async def run_checks(store: LightningStore, inputs: CheckInputs) -> list[CheckResult]:
     """The seven checks, in order."""
     return [
-        check_pinned(inputs),
+        await check_pinned(store, inputs),
         await check_coverage(store, inputs),
         await check_retry_debt(store, inputs),
         await check_holdout(store, inputs),

@@ -15,6 +15,7 @@ from lightningstore.gate.evidence import (
     OutcomeSource,
     RollbackDrill,
 )
+from lightningstore.gate.plan import PLAN_FIELDS, PlanBody, TrainingPlan
 from lightningstore.gate.policy import CanaryLimits, DeploymentEnvironment, GatePolicy, StopThresholds
 from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import DataSnapshot, EvaluatorRef, ReceiptBody, UpdateReceipt, digest
@@ -48,6 +49,9 @@ __all__ = [
     "DEPENDS_ON",
     "ENVIRONMENT_PARTS",
     "DeploymentEnvironment",
+    "PLAN_FIELDS",
+    "PlanBody",
+    "TrainingPlan",
     "Approval",
     "Basis",
     "CanaryLimits",

@@ -69,3 +69,9 @@ class GatePolicy(BaseModel):
     canary: CanaryLimits = Field(default_factory=CanaryLimits)
     stop: StopThresholds = Field(default_factory=StopThresholds)
     environment: DeploymentEnvironment = Field(default_factory=DeploymentEnvironment)
+    canary_approvers: list[str] = Field(default_factory=list)
+    """Actors whose approval counts for a canary (copied into each training plan; empty: any approver)."""
+    default_approvers: list[str] = Field(default_factory=list)
+    """Actors who may make a candidate the default (copied into each training plan; empty: any approver)."""
+    require_plan: bool = False
+    """Hold receipts whose candidate names no training plan filed before training."""
