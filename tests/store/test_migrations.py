@@ -107,7 +107,7 @@ def test_alembic_command_from_a_checkout(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     ).stdout
-    assert "0002 (head)" in current
+    assert "0003_plans (head)" in current
 
 
 def test_the_wheel_lists_every_package_and_ships_the_migrations() -> None:
