@@ -28,10 +28,19 @@ from pathlib import Path
 from ledger import ledger_agent, ledger_tasks, verify_row
 from records import FULL, record_rollout
 
-from lightningrl.release import approve, build_receipt, check_receipt, drill_rollback, run_canary
+from lightningrl.release import (
+    approve,
+    build_receipt,
+    check_receipt,
+    drill_rollback,
+    file_plan,
+    run_canary,
+    tasks_snapshot,
+)
 from lightningstore import LightningStore, PromptTemplate, ResourceVersion, SqlStore
 from lightningstore.gate import (
     CanaryLimits,
+    CheckName,
     Evaluator,
     GatePolicy,
     GateRecords,
@@ -89,9 +98,10 @@ async def setup(store: LightningStore, gate: GateRecords, root_dir: Path) -> Res
 
 
 async def record_branch(
-    store: LightningStore, root: ResourceVersion, spec: Candidate, work: Path
+    store: LightningStore, gate: GateRecords, root: ResourceVersion, spec: Candidate, work: Path
 ) -> ResourceVersion:
-    """Publish the parent and the candidate; write their train, holdout and protected rollouts."""
+    """Publish the parent; file the training plan (before training, as LightningRL does at start); publish
+    the candidate; write their train, holdout and protected rollouts."""
     parent_dir = work / f"{spec.label}-parent"
     if not spec.parent_missing:
         parent_dir.mkdir(parents=True, exist_ok=True)
@@ -102,12 +112,21 @@ async def record_branch(
         artifact=str(parent_dir),
         created_by="lightningrl",
     )
+    config = {"estimator": "grpo", "lr": 1e-3}
+    plan = await file_plan(
+        gate,
+        NAME,
+        parent.version_id,
+        train=tasks_snapshot("train tasks", [f"train-{i}" for i in range(8)]),
+        holdout=tasks_snapshot("holdout tasks", HOLDOUT),
+        algorithm_config=config,
+    )
     candidate = await store.add_resource_version(
         NAME,
         PromptTemplate(template=f"{spec.label} candidate" + (" sloppy" if spec.sloppy else "")),
         parent_id=parent.version_id,
         created_by="lightningrl",
-        metadata={"step": 1, "algorithm_config": {"estimator": "grpo", "lr": 1e-3}},
+        metadata={"step": 1, "algorithm_config": config, "plan_id": plan.plan_id},
     )
     pset = (await store.add_resource_set({NAME: parent.version_id})).resources_id
     cset = (await store.add_resource_set({NAME: candidate.version_id})).resources_id
@@ -145,7 +164,7 @@ async def judge(
     store: LightningStore, gate: GateRecords, spec: Candidate, root: ResourceVersion, work: Path
 ) -> GateReport:
     """Receipt, canary run, rollback drill (unless the parent was never tested), approval, the seven checks."""
-    candidate = await record_branch(store, root, spec, work)
+    candidate = await record_branch(store, gate, root, spec, work)
     receipt = await build_receipt(store, gate, candidate.version_id, created_by="algorithm:lightningrl")
     tasks = ledger_tasks(work / f"{spec.label}-ledger.db", spec.label)
     await run_canary(
@@ -180,6 +199,7 @@ def as_json(reports: dict[str, GateReport]) -> dict[str, object]:
             "candidate": report.candidate_version_id,
             "receipt": report.receipt_id,
             "verdict": report.verdict.value,
+            "plan": report.check(CheckName.PINNED).evidence.get("plan_id"),
             "checks": [
                 {"name": c.name.value, "status": c.status.value, "reason": c.reason, "evidence": c.evidence}
                 for c in report.checks

@@ -30,6 +30,7 @@ def run(*args: str) -> str:
 def test_four_candidates_script_prints_the_specified_verdicts(tmp_path: Path) -> None:
     reports = json.loads(run("--json", "--db", str(tmp_path / "gate.db")))
     verdicts = {label: r["verdict"] for label, r in reports.items()}
+    assert all(r["plan"].startswith("plan-") for r in reports.values())  # each filed before its training
     assert verdicts == {"A": "PROMOTE TO BOUNDED CANARY", "B": "HOLD", "C": "HOLD", "D": "HOLD"}
     checks = {label: {c["name"]: c for c in r["checks"]} for label, r in reports.items()}
     assert len(checks["A"]) == 7 and all(c["status"] == "pass" for c in checks["A"].values())
