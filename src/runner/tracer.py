@@ -66,7 +66,8 @@ class AttemptTracer:
         }
         if agent_name:
             attributes[AGENT_NAME] = agent_name
-        self.provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
+        self.resource = Resource.create(attributes)
+        self.provider = TracerProvider(resource=self.resource, shutdown_on_exit=False)
         self.provider.add_span_processor(_Collector(self))
         self.tracer: Tracer = self.provider.get_tracer(INSTRUMENTATION_NAME)
         self._lock = threading.Lock()
