@@ -331,6 +331,31 @@ async def test_concurrent_requests_are_batched(client: AsyncOpenAI, http: httpx.
     assert batching["batches"] - before < 16
 
 
+async def test_a_request_joins_the_running_batch_and_decodes_as_alone(
+    client: AsyncOpenAI, http: httpx.AsyncClient
+) -> None:
+    """Continuous batching: a request arriving mid-batch joins it between decode steps (one batch, not
+    two) and gets exactly what it gets alone, though its cache is left-padded to the batch's."""
+    alone = await client.completions.create(model="tiny", prompt="Item 7 is", max_tokens=6, temperature=0)
+    before = (await http.get("/metrics")).json()["batching"]
+    long = asyncio.create_task(
+        client.completions.create(
+            model="tiny", prompt="A much longer opening prompt", max_tokens=200, temperature=0
+        )
+    )
+    await asyncio.sleep(0.05)  # the long request is decoding by now
+    joined = await client.completions.create(model="tiny", prompt="Item 7 is", max_tokens=6, temperature=0)
+    assert not long.done()  # it finished inside the long request's batch
+    await long
+    for _ in range(100):  # a batch is counted when its last row ends, just after the answers went out
+        after = (await http.get("/metrics")).json()["batching"]
+        if after["batches"] > before["batches"]:
+            break
+        await asyncio.sleep(0.02)
+    assert (after["batches"] - before["batches"], after["requests"] - before["requests"]) == (1, 2)
+    assert joined.choices[0].text == alone.choices[0].text
+
+
 async def test_reload_during_traffic_fails_no_request(
     client: AsyncOpenAI,
     http: httpx.AsyncClient,

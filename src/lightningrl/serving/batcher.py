@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -53,7 +54,8 @@ class BatchStats:
 
 
 class Batcher:
-    """Feeds the engine: waits for a job, gathers more for up to `batch_wait_s`, runs them together."""
+    """Feeds the engine: waits for a job, gathers more for up to `batch_wait_s`, runs them together; jobs
+    arriving while a batch decodes join it between steps (continuous batching)."""
 
     def __init__(
         self, engine: Engine, *, max_batch_size: int, batch_wait_s: float, cpu_threads: int | None = None
@@ -71,8 +73,9 @@ class Batcher:
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
         self.stats = BatchStats()
-        self._queue: asyncio.Queue[Job] = asyncio.Queue()
-        self._held: Job | None = None  # a job that did not fit the previous batch goes first next time
+        # Thread-safe: the event loop appends, the generation thread takes jobs between decode steps.
+        self._pending: deque[Job] = deque()
+        self._arrived = asyncio.Event()
         self._executor = ThreadPoolExecutor(
             max_workers=1,
             thread_name_prefix="lightningrl-generate",
@@ -81,8 +84,9 @@ class Batcher:
         )
 
     def submit(self, job: Job) -> None:
-        """Queue a job for the next batch."""
-        self._queue.put_nowait(job)
+        """Queue a job: it joins the running batch at its next decode step, or starts the next one."""
+        self._pending.append(job)
+        self._arrived.set()
 
     async def run(self) -> None:
         """Serve batches until cancelled."""
@@ -91,39 +95,74 @@ class Batcher:
             jobs = await self._collect(loop)
             started = time.perf_counter()
             try:
-                await loop.run_in_executor(self._executor, self.engine.run, jobs)
+                await loop.run_in_executor(
+                    self._executor, self.engine.run, jobs, self._admitter(jobs), self.max_batch_size
+                )
             except Exception as error:  # never let one batch stop the server
                 logger.exception("a batch of %d requests failed", len(jobs))
                 for job in jobs:
                     job.emit(Failed(f"generation failed: {type(error).__name__}: {error}"))
             self.stats.record(jobs, time.perf_counter() - started)
 
-    async def _collect(self, loop: asyncio.AbstractEventLoop) -> list[Job]:
-        """The next batch: the first live job, then whatever arrives within the wait and fits."""
-        first = self._held or await self._queue.get()
-        self._held = None
-        jobs, rows = [first], first.rows
-        deadline = loop.time() + self.batch_wait_s
-        for _ in range(4 * self.max_batch_size):  # each pass takes one queued job or ends the batch
-            if rows >= self.max_batch_size:
-                break
-            remaining = deadline - loop.time()
+    def _take(self, free_rows: int) -> list[Job]:
+        """Queued live jobs that fit in `free_rows`, oldest first (from any thread)."""
+        taken: list[Job] = []
+        while self._pending:
             try:
-                job = (
-                    self._queue.get_nowait()
-                    if remaining <= 0
-                    else await asyncio.wait_for(self._queue.get(), remaining)
-                )
-            except (asyncio.QueueEmpty, TimeoutError):
+                job = self._pending.popleft()
+            except IndexError:  # taken by the other thread meanwhile
                 break
             if job.cancelled:
                 continue
-            if rows + job.rows > self.max_batch_size:
-                self._held = job
+            if job.rows > free_rows:
+                self._pending.appendleft(job)  # it goes first next time
                 break
-            jobs.append(job)
-            rows += job.rows
+            taken.append(job)
+            free_rows -= job.rows
+        return taken
+
+    def _admitter(self, jobs: list[Job]) -> Callable[[int], list[Job]]:
+        """The engine's `admit`: jobs that arrived during the batch join it (and count in its stats)."""
+
+        def admit(free_rows: int) -> list[Job]:
+            joined = self._take(free_rows)
+            jobs.extend(joined)
+            return joined
+
+        return admit
+
+    async def _collect(self, loop: asyncio.AbstractEventLoop) -> list[Job]:
+        """The next batch: the first live job, then whatever arrives within the wait and fits."""
+        while True:
+            self._arrived.clear()
+            jobs = self._take(self.max_batch_size) or self._take_oversized()
+            if jobs:
+                break
+            await self._arrived.wait()
+        rows = sum(job.rows for job in jobs)
+        deadline = loop.time() + self.batch_wait_s
+        while rows < self.max_batch_size:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            self._arrived.clear()
+            if not self._pending:
+                try:
+                    await asyncio.wait_for(self._arrived.wait(), remaining)
+                except TimeoutError:
+                    break
+            more = self._take(self.max_batch_size - rows)
+            if not more:
+                break  # the next job does not fit
+            jobs.extend(more)
+            rows += sum(job.rows for job in more)
         return jobs
+
+    def _take_oversized(self) -> list[Job]:
+        """A first job larger than a whole batch runs alone."""
+        if self._pending and self._pending[0].rows > self.max_batch_size:
+            return [self._pending.popleft()]
+        return []
 
     def close(self) -> None:
         """Stop the generation thread once the current batch ends."""

@@ -1,8 +1,11 @@
-"""Engine: runs one batch of jobs to completion with a KV cache, left padding and per-row sampling."""
+"""Engine: decodes batches of jobs with a KV cache, left padding, per-row sampling and continuous admission."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -14,16 +17,50 @@ from lightningrl.serving.sequence import Sequence
 logger = logging.getLogger(__name__)
 
 
+Admit = Callable[[int], list[Job]]
+"""Called between decode steps with the free rows; returns queued jobs that fit (possibly none)."""
+
+
+@dataclass
+class _Batch:
+    """The rows being decoded and their model state: the KV cache, the attention mask over it, each
+    row's last position, and the tokens to feed next."""
+
+    rows: list[tuple[Job, Sequence]]
+    cache: Any
+    mask: torch.Tensor
+    positions: torch.Tensor
+    next_tokens: torch.Tensor
+
+
 class Engine:
-    """Generates for a batch of jobs on the current model; `model` may be swapped between batches."""
+    """Generates for a batch of jobs on the current model; `model` may be swapped between batches.
+
+    Continuous batching: between decode steps, jobs that arrived meanwhile are prefilled and join the
+    running batch (their cache left-padded to its length), so a request never waits for a whole
+    batch to end. A batch admits nothing once the model has been swapped."""
 
     def __init__(self, model: LoadedModel) -> None:
         """Serve `model` until it is replaced."""
         self.model = model
 
-    def run(self, jobs: list[Job]) -> None:
-        """Generate every choice of `jobs` (blocking; called on the generation thread)."""
+    def run(self, jobs: list[Job], admit: Admit | None = None, max_rows: int | None = None) -> None:
+        """Generate every choice of `jobs` and of what `admit` adds while at most `max_rows` sequences
+        decode together (blocking; called on the generation thread)."""
         model = self.model  # a reload mid-batch does not affect this batch
+        rows = self._rows(model, jobs)
+        if not rows:
+            return
+        try:
+            with torch.inference_mode():
+                self._decode(model, rows, admit, max_rows or len(rows))
+        except Exception as error:  # a model failure fails this batch's requests, not the server
+            logger.exception("generation failed for a batch of %d sequences", len(rows))
+            for job in {id(job): job for job, _ in rows}.values():
+                job.emit(Failed(f"generation failed: {type(error).__name__}: {error}"))
+
+    def _rows(self, model: LoadedModel, jobs: list[Job]) -> list[tuple[Job, Sequence]]:
+        """One row per choice of each job's prompts; a job that cannot be tokenized fails alone."""
         rows: list[tuple[Job, Sequence]] = []
         for job in jobs:
             if job.cancelled:
@@ -51,18 +88,40 @@ class Engine:
                         eos_ids=model.eos_ids,
                     )
                     rows.append((job, sequence))
-        if not rows:
-            return
-        try:
-            with torch.inference_mode():
-                self._decode(model, rows)
-        except Exception as error:  # a model failure fails this batch's requests, not the server
-            logger.exception("generation failed for a batch of %d sequences", len(rows))
-            for job in {id(job): job for job, _ in rows}.values():
-                job.emit(Failed(f"generation failed: {type(error).__name__}: {error}"))
+        return rows
 
-    def _decode(self, model: LoadedModel, rows: list[tuple[Job, Sequence]]) -> None:
-        """Prefill the left-padded prompts, then decode one token per active row per step."""
+    def _decode(
+        self, model: LoadedModel, rows: list[tuple[Job, Sequence]], admit: Admit | None, max_rows: int
+    ) -> None:
+        """Prefill the left-padded prompts, then decode one token per active row per step, letting
+        newly queued jobs join between steps."""
+        batch = self._prefill(model, rows)
+        idle_steps = 0
+        while batch is not None:
+            if admit is not None and self.model is model and len(batch.rows) < max_rows:
+                joined = self._rows(model, admit(max_rows - len(batch.rows)))
+                if joined:
+                    rows.extend(joined)  # a failure from here on fails them too
+                    idle_steps = 0
+                    newcomers = self._prefill(model, joined)
+                    batch = _merge(batch, newcomers) if newcomers is not None else batch
+            idle_steps += 1
+            if idle_steps > model.max_model_len:
+                raise RuntimeError(f"decoding did not finish within {model.max_model_len} steps")
+            batch.mask = torch.cat([batch.mask, torch.ones_like(batch.mask[:, :1])], dim=-1)
+            batch.positions = batch.positions + 1
+            output = model.model(
+                input_ids=batch.next_tokens,
+                attention_mask=batch.mask,
+                position_ids=batch.positions,
+                past_key_values=batch.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            batch = self._step(model, batch, output)
+
+    def _prefill(self, model: LoadedModel, rows: list[tuple[Job, Sequence]]) -> _Batch | None:
+        """Run the rows' left-padded prompts and sample their first tokens; None if all are done."""
         device = model.device
         longest = max(len(seq.prompt_ids) for _, seq in rows)
         input_ids = torch.tensor(
@@ -74,51 +133,79 @@ class Engine:
             device=device,
         )
         positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)
+        output = model.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=None,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        batch = _Batch(list(rows), None, mask, positions[:, -1:], input_ids[:, -1:])
+        return self._step(model, batch, output)
+
+    def _step(self, model: LoadedModel, batch: _Batch, output: Any) -> _Batch | None:
+        """Sample each row's next token from `output`, hand out what is ready, drop finished rows."""
+        rows = batch.rows
         top_k = max((seq.params.logprobs or 0) for _, seq in rows)
-        cache = None
-        max_steps = max(seq.params.max_tokens for _, seq in rows)
-        for _ in range(max_steps):
-            output = model.model(
-                input_ids=input_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
+        step = sample_step(
+            output.logits[:, -1, :],
+            [seq.params for _, seq in rows],
+            [seq.generator for _, seq in rows],
+            top_k,
+        )
+        for position, (job, seq) in enumerate(rows):
+            if job.cancelled:
+                seq.abort()
+                continue
+            wanted = seq.params.logprobs or 0
+            top = list(
+                zip(step.top_ids[position][:wanted], step.top_logprobs[position][:wanted], strict=True)
             )
-            cache = output.past_key_values
-            step = sample_step(
-                output.logits[:, -1, :],
-                [seq.params for _, seq in rows],
-                [seq.generator for _, seq in rows],
-                top_k,
+            seq.append(step.tokens[position], step.logprobs[position], top, model.decode)
+            delta = seq.take_delta(model.decode, final_only=not job.stream)
+            if delta is not None:
+                job.emit(delta)
+        batch.cache = output.past_key_values
+        batch.next_tokens = torch.tensor(step.tokens, device=model.device)[:, None]
+        keep = [position for position, (_, seq) in enumerate(rows) if not seq.finished]
+        if not keep:
+            return None
+        if len(keep) < len(rows):
+            # Drop finished rows from the batch and the cache, so the tail runs at the size it needs.
+            index = torch.tensor(keep, device=model.device)
+            batch.cache.batch_select_indices(index)
+            batch.rows = [rows[position] for position in keep]
+            batch.next_tokens, batch.mask, batch.positions = (
+                batch.next_tokens[index],
+                batch.mask[index],
+                batch.positions[index],
             )
-            for position, (job, seq) in enumerate(rows):
-                if job.cancelled:
-                    seq.abort()
-                    continue
-                wanted = seq.params.logprobs or 0
-                top = list(
-                    zip(step.top_ids[position][:wanted], step.top_logprobs[position][:wanted], strict=True)
-                )
-                seq.append(step.tokens[position], step.logprobs[position], top, model.decode)
-                delta = seq.take_delta(model.decode, final_only=not job.stream)
-                if delta is not None:
-                    job.emit(delta)
-            keep = [position for position, (_, seq) in enumerate(rows) if not seq.finished]
-            if not keep:
-                return
-            next_tokens = torch.tensor(step.tokens, device=device)[:, None]
-            if len(keep) < len(rows):
-                # Drop finished rows from the batch and the cache, so the tail runs at the size it needs.
-                index = torch.tensor(keep, device=device)
-                cache.batch_select_indices(index)
-                rows = [rows[position] for position in keep]
-                next_tokens, mask, positions = next_tokens[index], mask[index], positions[index]
-            input_ids = next_tokens
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
-            positions = positions[:, -1:] + 1
-        raise RuntimeError(f"decoding did not finish within max_tokens={max_steps} steps")
+        return batch
+
+
+def _left_pad(tensor: torch.Tensor, length: int, dim: int) -> torch.Tensor:
+    """`tensor` with zeros added before its entries along `dim` up to `length`."""
+    missing = length - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
+
+
+def _merge(running: _Batch, newcomers: _Batch) -> _Batch:
+    """One batch of both: caches and masks left-padded to the longer one (masked positions are never
+    attended to), rows, positions and next tokens stacked."""
+    length = max(running.mask.shape[1], newcomers.mask.shape[1])
+    for mine, theirs in zip(running.cache.layers, newcomers.cache.layers, strict=True):
+        mine.keys = torch.cat([_left_pad(mine.keys, length, -2), _left_pad(theirs.keys, length, -2)])
+        mine.values = torch.cat([_left_pad(mine.values, length, -2), _left_pad(theirs.values, length, -2)])
+    running.mask = torch.cat([_left_pad(running.mask, length, 1), _left_pad(newcomers.mask, length, 1)])
+    running.rows = running.rows + newcomers.rows
+    running.positions = torch.cat([running.positions, newcomers.positions])
+    running.next_tokens = torch.cat([running.next_tokens, newcomers.next_tokens])
+    return running
 
 
 def _check_prompts(prompts: list[list[int]], max_tokens: int, model: LoadedModel) -> None:
