@@ -69,7 +69,9 @@ class OurEndpoint(Endpoint):
         self, client: httpx.AsyncClient, checkpoint: str, model: str | None = None
     ) -> None:
         if is_adapter(checkpoint):
-            await self.load_adapter(client, model or "", checkpoint)
+            raise NotImplementedError(
+                f"{checkpoint} is a LoRA adapter; the ours engine at {self.url} serves full checkpoints only"
+            )
         response = await client.post(f"{self.root}/reload", json={"checkpoint": checkpoint})
         _check(response, f"reload of {self.url} with {checkpoint}")
 
