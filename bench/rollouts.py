@@ -43,6 +43,32 @@ from runner.resources import ResolvedLLM  # noqa: E402
 SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 
 
+class CpuMeter:
+    """CPU seconds (user + system) each named process used between `start()` and `stop()`."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.processes: dict[str, object] = {"bench driver": psutil.Process()}
+        self._before: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def add(self, name: str, pid: int) -> None:
+        self.processes[name] = self._psutil.Process(pid)
+
+    def _now(self) -> dict[str, float]:
+        return {name: sum(proc.cpu_times()[:2]) for name, proc in self.processes.items()}  # type: ignore[attr-defined]
+
+    def start(self) -> None:
+        self._before = self._now()
+
+    def stop(self) -> dict[str, float]:
+        now = self._now()
+        self.used = {name: now[name] - self._before.get(name, 0.0) for name in now}
+        return self.used
+
+
 def warmed_model(work: Path, warmup_steps: int) -> Path:
     from lightningrl.tinylm import build_tiny_model
     from lightningrl.warmup import WarmupConfig, supervised_warmup
@@ -103,10 +129,30 @@ async def system(store, tasks: list[dict], resources_id: str) -> float:
     return elapsed
 
 
-async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[float]]]:
+async def batching(endpoint: str) -> dict[str, float]:
+    """The inference server's batch counters (`GET /metrics`)."""
+    import httpx
+
+    async with httpx.AsyncClient() as client:
+        data = (await client.get(endpoint.removesuffix("/v1") + "/metrics")).json()["batching"]
+    return {key: float(data[key]) for key in ("batches", "requests", "busy_seconds")}
+
+
+def batching_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {key: after[key] - before[key] for key in before}
+
+
+async def bench(
+    args: argparse.Namespace, work: Path
+) -> tuple[list[tuple[str, list[float]]], list[dict[str, float]], list[dict[str, float]]]:
+    """Timings per arm, the CPU seconds per process and the inference server's batching in each arm's
+    timed repeats."""
     model = Path(args.model) if args.model else warmed_model(work, args.warmup_steps)
     tasks = questions(args.rollouts)
     results: list[tuple[str, list[float]]] = []
+    cpu: list[dict[str, float]] = []
+    batches: list[dict[str, float]] = []
+    meter = CpuMeter()
     with Supervisor(work / "logs") as supervisor:
         port = free_port()
         inference = supervisor.start(
@@ -127,11 +173,16 @@ async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[fl
             env=child_env(),
         )
         await supervisor.wait_http(inference, f"http://127.0.0.1:{port}/healthz")
+        meter.add("inference server", inference.pid)
         endpoint = f"http://127.0.0.1:{port}/v1"
         await alone(endpoint, tasks, args.workers)  # warm
+        meter.start()
+        counted = await batching(endpoint)
         results.append(
             ("inference alone", [await alone(endpoint, tasks, args.workers) for _ in range(args.repeats)])
         )
+        cpu.append(meter.stop())
+        batches.append(batching_used(counted, await batching(endpoint)))
 
         store_port = free_port()
         server = supervisor.start(
@@ -141,6 +192,7 @@ async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[fl
         )
         store_url = f"http://127.0.0.1:{store_port}"
         await supervisor.wait_http(server, f"{store_url}/healthz")
+        meter.add("store server + proxy", server.pid)
         store = open_store(store_url, role=Role.ALGORITHM)
         try:
             llm = LLM(endpoints=[endpoint], model="policy", checkpoint=str(model), sampling=SAMPLING)
@@ -148,7 +200,7 @@ async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[fl
             resources = await store.add_resource_set({"policy": version.version_id})
             share, extra = divmod(args.workers, args.runner_processes)
             for index in range(args.runner_processes):
-                supervisor.start(
+                runner = supervisor.start(
                     f"runner-{index}",
                     cli_command(
                         "runner",
@@ -164,12 +216,17 @@ async def bench(args: argparse.Namespace, work: Path) -> list[tuple[str, list[fl
                     ),
                     env=child_env(),
                 )
+                meter.add(f"runner {index}", runner.pid)
             await system(store, tasks, resources.resources_id)  # warm (and waits for the runners to attach)
+            meter.start()
+            counted = await batching(endpoint)
             timed = [await system(store, tasks, resources.resources_id) for _ in range(args.repeats)]
+            cpu.append(meter.stop())
+            batches.append(batching_used(counted, await batching(endpoint)))
             results.append((f"whole system ({args.runner_processes} runner processes)", timed))
         finally:
             await store.close()
-    return results
+    return results, cpu, batches
 
 
 def main() -> None:
@@ -182,18 +239,30 @@ def main() -> None:
     p.add_argument("--warmup-steps", type=int, default=300)
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-rollouts-") as tmp:
-        results = asyncio.run(bench(args, Path(tmp)))
+        results, cpu, batches = asyncio.run(bench(args, Path(tmp)))
     calls = 2 * args.rollouts
     base = statistics.median(results[0][1])
     print(
         f"\nrollout phase: {args.rollouts} calc rollouts ({calls} chat calls) at concurrency {args.workers}, "
         f"median of {args.repeats} (range)"
     )
-    print(f"{'arm':42s} {'seconds':>18s} {'calls/s':>8s} {'vs alone':>9s}")
-    for name, times in results:
+    print(
+        f"{'arm':42s} {'seconds':>18s} {'calls/s':>8s} {'vs alone':>9s} {'calls/batch':>12s} {'model busy':>11s}"
+    )
+    for (name, times), counted in zip(results, batches, strict=True):
         med = statistics.median(times)
         spread = f"{med:.2f} ({min(times):.2f}-{max(times):.2f})"
-        print(f"{name:42s} {spread:>18s} {calls / med:8.1f} {base / med:9.0%}")
+        per_batch = counted["requests"] / max(counted["batches"], 1)
+        busy = counted["busy_seconds"] / sum(times)
+        print(f"{name:42s} {spread:>18s} {calls / med:8.1f} {base / med:9.0%} {per_batch:12.1f} {busy:11.0%}")
+
+    print(f"\nCPU per rollout (ms, all processes' user + system, over the {args.repeats} timed repeats)")
+    names = list(cpu[-1])
+    print(f"{'arm':42s} " + " ".join(f"{n:>20s}" for n in names) + f" {'total':>8s}")
+    for (name, _), used in zip(results, cpu, strict=True):
+        per = {n: 1000 * used.get(n, 0.0) / (args.rollouts * args.repeats) for n in names}
+        cells = " ".join(f"{per[n]:20.1f}" if n in used else f"{'-':>20s}" for n in names)
+        print(f"{name:42s} {cells} {sum(per.values()):8.1f}")
 
 
 if __name__ == "__main__":

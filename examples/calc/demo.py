@@ -106,6 +106,8 @@ def main(args: argparse.Namespace) -> None:
             shuffle=True,
             seed=args.seed,
             loss=PolicyLossConfig(loss_agg_mode=args.loss_agg, kl_loss_coef=args.kl_coef),
+            backend=args.trainer,
+            num_workers=args.trainer_workers,
         ),
     )
     result = fit(
@@ -195,6 +197,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)")
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")
+    p.add_argument("--trainer", choices=["local", "ray"], default="local", help="trainer backend")
+    p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
     return p.parse_args(argv)
 
 

@@ -103,7 +103,7 @@ def compute_advantages(batch: SequenceBatch, config: AdvantageConfig | None = No
     Uniform baseline groups are dropped call by call; a sequence is kept when any of its calls is.
     """
     config = config or AdvantageConfig()
-    rows, positions, values, call_index = _call_segments(batch)
+    rows, positions, values, call_index = call_segments(batch)
     keys = _baseline_keys(batch, rows, call_index, config)
     by_group: dict[str, list[float]] = {}
     for key, value in zip(keys, values, strict=True):
@@ -151,7 +151,7 @@ def _baseline_keys(
     return [batch.group_ids[r] for r in rows]
 
 
-def _call_segments(
+def call_segments(
     batch: SequenceBatch,
 ) -> tuple[list[int], list[torch.Tensor], list[float], list[int]]:
     """(row, token positions, value, call index) of every call in the batch; the value sits on its

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lightningrl.advantages import AdvantageConfig
+from lightningrl.continuous import ContinuousConfig
 from lightningrl.trainer.config import TrainerConfig
 
 
@@ -44,6 +45,8 @@ class LightningRLConfig:
     """Which reward is the training signal; None uses the primary reward."""
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    continuous: ContinuousConfig = field(default_factory=ContinuousConfig)
+    """How `run_continuous` polls, filters by freshness and baselines traffic it did not enqueue."""
     step_timeout: float = 900.0
     """Seconds to wait for one step's rollouts before giving up with a clear error."""
     output_dir: Path = Path("runs/lightningrl")

@@ -147,9 +147,10 @@ async def _fit(
     console: Console,
     sampling_by_mode: dict[str, dict[str, Any]],
 ) -> TrainResult:
-    store_url = await _store_server(supervisor, target)
+    store_url = await _store_server(supervisor, target, (cfg.output_dir / "metrics.csv").resolve())
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
     store = open_store(store_url, role=Role.ALGORITHM)
+    rl: LightningRL | None = None
     try:
         llm = await _llm_resource(
             supervisor,
@@ -204,6 +205,10 @@ async def _fit(
             stopped_reason=rl.stopped_reason,
         )
     finally:
+        # A Ray trainer's ranks are processes of their own: stop them with the rest.
+        close = getattr(rl.trainer if rl is not None else None, "close", None)
+        if close is not None:
+            await asyncio.to_thread(close)
         await store.close()
 
 
@@ -260,14 +265,16 @@ def _store_target(store: str | Path | None, output_dir: Path) -> str:
     return text
 
 
-async def _store_server(supervisor: Supervisor, target: str) -> str:
-    """The store server's URL: `target` itself when it is one, else a `lightningrl store serve` child."""
+async def _store_server(supervisor: Supervisor, target: str, metrics_csv: Path) -> str:
+    """The store server's URL: `target` itself when it is one, else a `lightningrl store serve` child
+    (its dashboard's training page charts `metrics_csv`)."""
     if target.startswith(("http://", "https://")):
         return target.rstrip("/")
     port = free_port()
-    child = supervisor.start(
-        "store", cli_command("store", "serve", "--db", target, "--port", str(port)), env=child_env()
+    command = cli_command(
+        "store", "serve", "--db", target, "--port", str(port), "--metrics-csv", str(metrics_csv)
     )
+    child = supervisor.start("store", command, env=child_env())
     url = f"http://127.0.0.1:{port}"
     await supervisor.wait_http(child, f"{url}/healthz")
     return url

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import random
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -18,11 +16,24 @@ from rich.markup import escape
 from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
 from algorithm.base import primary_reward
 from algorithm.evaluate import EvaluationResult
-from lightningrl.advantages import compute_advantages
+from lightningrl.adapter import model_config
+from lightningrl.advantages import AdvantageResult, compute_advantages
+from lightningrl.baseline import RUNNING_BASELINES, RunningBaseline
 from lightningrl.config import LightningRLConfig
+from lightningrl.continuous import (
+    CUTOFF_KEY,
+    SKIPPED_MARK,
+    TRAINED_MARK,
+    RolloutFeed,
+    VersionLineage,
+    sampling_versions,
+    task_key,
+)
 from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, collate
+from lightningrl.credit.batch import SequenceBatch
 from lightningrl.metrics import MetricsLog, plot_reward_curve
 from lightningrl.progress import StepProgress, step_info
+from lightningrl.release.plan import file_plan, tasks_snapshot
 from lightningrl.release.stop import stop_reason
 from lightningrl.serving.endpoint import ProxyPause, sync_weights
 from lightningrl.trainer.config import TrainerConfig
@@ -31,13 +42,13 @@ from lightningstore import (
     LLM,
     LightningStore,
     ResourceVersion,
+    Rollout,
     RolloutStatus,
+    Span,
     rewards_of_rollouts,
     semconv,
     spans_of_rollouts,
 )
-
-TRAINED_MARK = "lightningrl.trained_step"
 
 StopCheck = Callable[["LightningRL"], Awaitable[str | None]]
 """Asked after each step (after publish): a reason to stop the loop before the next step, or None."""
@@ -90,6 +101,11 @@ class LightningRL(Algorithm):
         self._slice_turn = 0
         self.version: ResourceVersion | None = None
         self.resources_id: str | None = None
+        self.plan_id: str | None = None
+        """The training plan this run filed before its first step (see `lightningrl.release.plan`)."""
+        self._feed: RolloutFeed | None = None
+        self._lineage = VersionLineage(store)
+        self._baseline: RunningBaseline | None = None
         self.global_step = 0
         """Steps taken by this object across `run` and `run_continuous` (names checkpoints and CSV rows)."""
 
@@ -119,11 +135,28 @@ class LightningRL(Algorithm):
         self.resources_id = (
             await self.store.add_resource_set({self.config.resource_name: version.version_id})
         ).resources_id
+        await self._file_plan(version)
         if self.trainer is None:
-            from lightningrl.trainer import VerlActorTrainer
+            from lightningrl.trainer import build_trainer
 
-            self.trainer = await asyncio.to_thread(VerlActorTrainer, llm.checkpoint, self._trainer_config())
+            self.trainer = await asyncio.to_thread(build_trainer, llm.checkpoint, self._trainer_config())
         return llm
+
+    async def _file_plan(self, start: ResourceVersion) -> None:
+        """Freeze the receipt's before-training part (the training plan) before the first step; every
+        version this run publishes names it, so its receipt copies it rather than re-deriving it."""
+        from lightningstore.gate import gate_records
+
+        plan = await file_plan(
+            gate_records(self.store),
+            self.config.resource_name,
+            start.version_id,
+            train=tasks_snapshot("train tasks", self.train_tasks),
+            holdout=tasks_snapshot("val tasks", self.val_tasks),
+            algorithm_config=_config_summary(self.config),
+            created_by=f"algorithm:{self.name}",
+        )
+        self.plan_id = plan.plan_id
 
     def _current_llm(self) -> LLM:
         assert self.version is not None and isinstance(self.version.resource, LLM)
@@ -198,14 +231,16 @@ class LightningRL(Algorithm):
         return self.metrics
 
     async def collect(
-        self, outcomes: Sequence[RolloutOutcome]
+        self, outcomes: Sequence[RolloutOutcome], *, spans: dict[str, list[Span]] | None = None
     ) -> tuple[list[TrainingSequence], CreditReport]:
-        """Spans (latest attempt, one batch read) + rewards of succeeded rollouts -> training sequences."""
+        """Spans (latest attempt, one batch read unless given) + rewards of succeeded rollouts -> training
+        sequences."""
         sequences: list[TrainingSequence] = []
         report = CreditReport()
         # A crashed attempt's spans are partial: counted in train/failed, not trained on.
         succeeded = [o for o in outcomes if o.rollout.status == RolloutStatus.SUCCEEDED]
-        spans = await spans_of_rollouts(self.store, [o.rollout.rollout_id for o in succeeded], "latest")
+        if spans is None:
+            spans = await spans_of_rollouts(self.store, [o.rollout.rollout_id for o in succeeded], "latest")
         for outcome in succeeded:
             result = assign_credit(
                 spans[outcome.rollout.rollout_id],
@@ -221,13 +256,22 @@ class LightningRL(Algorithm):
         self.credit_totals = self.credit_totals + report
         return sequences, report
 
-    async def update(self, step: int, llm: LLM, sequences: list[TrainingSequence]) -> dict[str, Any]:
-        """Advantages -> one verl actor update -> checkpoint -> publish a candidate -> reload servers."""
+    async def update(
+        self,
+        step: int,
+        llm: LLM,
+        sequences: list[TrainingSequence],
+        *,
+        advantages: Callable[[SequenceBatch], AdvantageResult] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Advantages (`config.advantage`'s unless given) -> one verl actor update -> checkpoint -> publish a
+        candidate (with `metadata` beside the step's own) -> reload servers."""
         assert self.trainer is not None and self.version is not None
         if not sequences:
             return {"update/skipped": 1, "update/reason": "no sequences"}
         batch = collate(sequences, pad_token_id=self._pad_token_id(llm))
-        adv = compute_advantages(batch, self.config.advantage)
+        adv = advantages(batch) if advantages else compute_advantages(batch, self.config.advantage)
         row: dict[str, Any] = {
             "update/sequences": len(batch),
             "update/groups": adv.groups,
@@ -251,7 +295,13 @@ class LightningRL(Algorithm):
             llm.model_copy(update={"checkpoint": str(checkpoint)}),
             parent_id=self.version.version_id,
             artifact=str(checkpoint),
-            metadata={"step": step, "metrics": summary, "algorithm_config": _config_summary(self.config)},
+            metadata={
+                **(metadata or {}),
+                "plan_id": self.plan_id,
+                "step": step,
+                "metrics": summary,
+                "algorithm_config": _config_summary(self.config),
+            },
         )
         self.version, self.resources_id = version, resource_set.resources_id
         if self.config.reload_servers:
@@ -299,41 +349,32 @@ class LightningRL(Algorithm):
         poll_interval: float = 1.0,
         idle_timeout: float = 60.0,
     ) -> MetricsLog:
-        """Train on rollouts that OTHERS enqueue (e.g. production traffic in train mode): poll the store
-        for finished, not-yet-trained train rollouts; train once `min_rollouts` have gathered. Trained
-        rollouts are marked in their metadata, so a restarted loop never trains on one twice."""
+        """Train on rollouts that OTHERS enqueue (e.g. production traffic in train mode), by
+        `config.continuous`: poll for finished train rollouts since the last poll (a time cursor, resumed
+        from the `data_cutoff` the latest version records); once `min_rollouts` have gathered, skip those
+        sampled by versions older than `max_staleness`, baseline the rest without needing groups, and
+        train. Consumed rollouts are marked in their metadata (trained or skipped, never used twice);
+        each published version records its data cutoff and what was skipped."""
         llm = await self._start() if self.version is None else self._current_llm()
         self.stopped_reason = None
+        if self._feed is None:
+            assert self.version is not None
+            cutoff = self.version.metadata.get(CUTOFF_KEY, {}).get("data_cutoff")
+            self._feed = RolloutFeed(self.store, self.config.continuous, cursor=cutoff)
+        pending: list[Rollout] = []
         steps = 0
         idle_since = time.monotonic()
         while steps < max_steps:
-            fresh = await self._untrained_rollouts()
-            if len(fresh) < min_rollouts:
+            pending += await self._feed.poll()
+            if len(pending) < min_rollouts:
                 if time.monotonic() - idle_since > idle_timeout:
                     break
                 await asyncio.sleep(poll_interval)
                 continue
+            batch, pending = pending, []
             steps += 1
             self.global_step += 1
-            rewards = await rewards_of_rollouts(self.store, [r.rollout_id for r in fresh])
-            outcomes = [
-                RolloutOutcome(
-                    rollout=r,
-                    task=Task(task_id=r.group_id or r.rollout_id, input=r.input),
-                    reward=primary_reward(rewards[r.rollout_id]),
-                    rewards=rewards[r.rollout_id],
-                )
-                for r in fresh
-            ]
-            row: dict[str, Any] = {"step": self.global_step, "continuous": 1}
-            row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
-            sequences, report = await self.collect(outcomes)
-            row.update(await self.update(self.global_step, llm, sequences))
-            row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
-            for r in fresh:
-                await self.store.update_rollout(
-                    r.rollout_id, metadata={**r.metadata, TRAINED_MARK: self.global_step}
-                )
+            row = await self._continuous_step(llm, batch)
             await self._check_stop(row)
             self.metrics.log(row)
             if self.stopped_reason is not None:
@@ -344,9 +385,93 @@ class LightningRL(Algorithm):
             plot_reward_curve(self.metrics, self.config.output_dir / "reward_curve.png")
         return self.metrics
 
-    async def _untrained_rollouts(self) -> list:
-        done = await self.store.query_rollouts(status=["succeeded"], mode="train", sort_by="end_time")
-        return [r for r in done if TRAINED_MARK not in r.metadata]
+    async def _continuous_step(self, llm: LLM, rollouts: list[Rollout]) -> dict[str, Any]:
+        """One update on polled rollouts: freshness, group-free advantages, publish with the data cutoff."""
+        cc = self.config.continuous
+        ids = [r.rollout_id for r in rollouts]
+        spans = await spans_of_rollouts(self.store, ids, "latest")
+        fresh, skipped = await self._freshness(rollouts, spans)
+        rewards = await rewards_of_rollouts(self.store, [r.rollout_id for r in fresh])
+        outcomes = [
+            RolloutOutcome(
+                rollout=r.model_copy(update={"group_id": task_key(r)}),
+                task=Task(task_id=task_key(r), input=r.input),
+                reward=primary_reward(rewards[r.rollout_id]),
+                rewards=rewards[r.rollout_id],
+            )
+            for r in fresh
+        ]
+        stale = sum(1 for why in skipped.values() if why == "stale")
+        row: dict[str, Any] = {
+            "step": self.global_step,
+            "continuous": 1,
+            "continuous/polled": len(rollouts),
+            "continuous/skipped_stale": stale,
+            "continuous/skipped_unversioned": len(skipped) - stale,
+        }
+        row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
+        sequences, report = await self.collect(outcomes, spans=spans)
+        record = {
+            "data_cutoff": max(r.end_time or 0.0 for r in rollouts),
+            "rollouts": len(fresh),
+            "skipped_stale": stale,
+            "skipped_unversioned": len(skipped) - stale,
+            "max_staleness": cc.max_staleness,
+            "baseline": self._baseline.state() if self._baseline else cc.baseline,
+        }
+        row.update(
+            await self.update(
+                self.global_step,
+                llm,
+                sequences,
+                advantages=self._continuous_advantages,
+                metadata={CUTOFF_KEY: record},
+            )
+        )
+        row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
+        for r in rollouts:
+            mark = {SKIPPED_MARK: skipped[r.rollout_id]} if r.rollout_id in skipped else {}
+            await self.store.update_rollout(
+                r.rollout_id, metadata={**r.metadata, TRAINED_MARK: self.global_step, **mark}
+            )
+        return row
+
+    async def _freshness(
+        self, rollouts: list[Rollout], spans: dict[str, list[Span]]
+    ) -> tuple[list[Rollout], dict[str, str]]:
+        """The rollouts fresh enough to train on, and why each other one is skipped ("stale" or
+        "unversioned": no LLM call or resource set says which version sampled it)."""
+        limit = self.config.continuous.max_staleness
+        if limit is None:
+            return rollouts, {}
+        assert self.version is not None
+        fresh: list[Rollout] = []
+        skipped: dict[str, str] = {}
+        for r in rollouts:
+            versions = sampling_versions(spans.get(r.rollout_id, []))
+            if not versions and r.resources_id:
+                bound = await self.store.get_resources_by_id(r.resources_id)
+                named = bound.versions.get(self.config.resource_name) if bound else None
+                versions = {named.version_id} if named else set()
+            distance = await self._lineage.staleness(self.version, versions, limit)
+            if distance is None:
+                skipped[r.rollout_id] = "unversioned"
+            elif distance > limit:
+                skipped[r.rollout_id] = "stale"
+            else:
+                fresh.append(r)
+        return fresh, skipped
+
+    def _continuous_advantages(self, batch: SequenceBatch) -> AdvantageResult:
+        cc = self.config.continuous
+        if cc.baseline in RUNNING_BASELINES:
+            if self._baseline is None:
+                self._baseline = RunningBaseline.named(cc.baseline, decay=cc.baseline_decay)
+            return self._baseline.advantages(batch, self.config.advantage)
+        if cc.baseline == "batch":
+            config = dataclasses.replace(self.config.advantage, estimator="reinforce_plus_plus")
+            return compute_advantages(batch, config)
+        return compute_advantages(batch, self.config.advantage)
 
     # ---- helpers ---------------------------------------------------------------------------------
 
@@ -365,8 +490,7 @@ class LightningRL(Algorithm):
         )
 
     def _pad_token_id(self, llm: LLM) -> int:
-        config = json.loads((Path(llm.checkpoint or "") / "config.json").read_text())
-        return int(config.get("pad_token_id") or 0)
+        return int(model_config(llm.checkpoint or "").get("pad_token_id") or 0)
 
     def _progress(self) -> StepProgress:
         """A bar on a terminal; one line per step (`step 3/60  reward 0.83  ...`) otherwise."""

@@ -15,6 +15,7 @@ import orjson
 from pydantic import BaseModel, TypeAdapter
 
 from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.attempt_end import ending_status, owned_rewards
 from lightningstore.batch_read import checked_attempt, checked_attributes, distinct_ids
 from lightningstore.errors import (
     ERRORS_BY_CODE,
@@ -27,6 +28,7 @@ from lightningstore.errors import (
 from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
+from lightningstore.server.schemas import FinishAttemptBody
 from lightningstore.span import Span, SpanIn
 from lightningstore.statistics import StoreStatistics
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
@@ -346,6 +348,27 @@ class StoreClient(LightningStore):
         body = {k: v for k, v in fields.items() if v is not UNSET}
         path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}"
         return Attempt.model_validate_json(await self._call("PATCH", path, body))
+
+    async def finish_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | str,
+        failure_reason: str | None = None,
+        spans: Sequence[SpanIn] = (),
+        rewards: Sequence[RewardIn] = (),
+    ) -> Attempt:
+        body = FinishAttemptBody(
+            status=ending_status(status),
+            failure_reason=failure_reason,
+            spans=[s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in spans],
+            rewards=owned_rewards(
+                rewards, rollout_id, attempt_id
+            ),  # ids fixed here: a retry stores them once
+        )
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/finish"
+        return Attempt.model_validate_json(await self._call("POST", path, body.model_dump_json().encode()))
 
     async def update_rollout(
         self,

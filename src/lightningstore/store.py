@@ -142,6 +142,28 @@ class LightningStore(ABC):
         """
 
     @abstractmethod
+    async def finish_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | str,
+        failure_reason: str | None = None,
+        spans: Sequence[SpanIn] = (),
+        rewards: Sequence[RewardIn] = (),
+    ) -> Attempt:
+        """Store an attempt's last spans and rewards and end it, in one transaction (one request).
+
+        `status` must end the attempt (succeeded, failed, timeout; else InvalidInputError). Spans and
+        rewards follow the rules of `add_many_spans` and `add_reward` and must belong to this attempt
+        (InvalidInputError; a reward without `attempt_id` gets this one); the ending then follows
+        `update_attempt`. Finishing again with the same status changes nothing and returns the
+        attempt (a retried request). If the attempt has already ended otherwise, the spans and
+        rewards are still stored (late telemetry stays with its attempt) and IllegalTransitionError
+        is raised; NotFoundError (nothing stored) if the attempt does not exist.
+        """
+
+    @abstractmethod
     async def update_rollout(
         self,
         rollout_id: str,

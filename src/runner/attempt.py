@@ -1,4 +1,4 @@
-"""AttemptExecution: run one claimed rollout end to end (heartbeat, resources, agent, timeout, rewards, finish)."""
+"""AttemptExecution: run one claimed rollout end to end (resources, agent, heartbeats, timeout, rewards, finish)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from lightningstore import (
     AttemptedRollout,
     AttemptStatus,
     IllegalTransitionError,
+    InvalidInputError,
     LightningStore,
     NotFoundError,
 )
@@ -105,7 +106,8 @@ class AttemptExecution:
         """Run the agent and end the attempt; never raises for the agent's faults.
 
         The first heartbeat (preparing -> running) comes before the agent starts: an attempt ended
-        meanwhile (its rollout cancelled, say) never runs its agent."""
+        meanwhile (its rollout cancelled, say) never runs its agent. The attempt's last spans, its
+        rewards and its ending go to the store in one call."""
         if not await self._beat():
             self.recorder.close()
             self.sink.close()
@@ -117,12 +119,7 @@ class AttemptExecution:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-        flush_error = await self._final_flush()
-        if flush_error is not None and outcome.status == AttemptStatus.SUCCEEDED:
-            outcome = AttemptOutcome(
-                AttemptStatus.FAILED, f"spans or rewards could not be stored: {flush_error}"
-            )
-        outcome = await self._finish(outcome)
+        outcome = await self._end(outcome)
         self.recorder.close()
         self.sink.close()
         return outcome
@@ -226,6 +223,31 @@ class AttemptExecution:
             if not await self._beat():
                 self.cancel(CancelReason.ENDED_ELSEWHERE)
                 return
+
+    async def _end(self, outcome: AttemptOutcome) -> AttemptOutcome:
+        """Deliver the last spans and rewards and end the attempt (bounded tries). An attempt ended
+        elsewhere only gets its telemetry; one whose telemetry cannot be stored ends without it, and a
+        success then becomes a failure that says so."""
+        if outcome.status is None:
+            await self._final_flush()
+            return outcome
+        error = ""
+        for attempt in range(FLUSH_TRIES):
+            try:
+                await self.recorder.finish(outcome.status, outcome.failure_reason)
+                return outcome
+            except (IllegalTransitionError, NotFoundError) as exc:
+                log.warning("attempt %s was ended elsewhere before it finished (%s)", self.attempt_id, exc)
+                return AttemptOutcome(None, str(exc))
+            except Exception as exc:  # noqa: BLE001 - reported in the outcome
+                error = f"{type(exc).__name__}: {exc}"
+                log.warning("finishing attempt %s failed (try %d): %s", self.attempt_id, attempt + 1, error)
+                if isinstance(exc, InvalidInputError):
+                    break  # the same request would be refused again
+                await asyncio.sleep(0.2 * (attempt + 1))
+        if outcome.status == AttemptStatus.SUCCEEDED:
+            outcome = AttemptOutcome(AttemptStatus.FAILED, f"spans or rewards could not be stored: {error}")
+        return await self._finish(outcome)
 
     async def _final_flush(self) -> str | None:
         """Deliver the last spans and rewards (bounded tries); the error text if they could not be."""

@@ -15,6 +15,7 @@ from lightningstore import LightningStore, WorkerStatus
 from lightningstore.auth import agent_key
 from runner.agent import LitAgent, as_agent
 from runner.attempt import AttemptExecution, AttemptOutcome, AttemptSettings, CancelReason
+from runner.global_spans import capture_global_spans
 from runner.progress import ProgressDisplay, RunnerSummary
 from runner.resources import ResourceSetCache
 from runner.sink import OtlpSink, SharedSink, SpanSink, StoreSink
@@ -56,6 +57,7 @@ class Runner:
         stop_timeout: float = 30.0,
         span_transport: SpanTransport = "auto",
         otlp_headers: dict[str, str] | None = None,
+        global_spans: bool = True,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
@@ -75,6 +77,7 @@ class Runner:
         self.name = name or f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.stop_timeout = stop_timeout
         self.otlp_headers = otlp_headers
+        self.global_spans = global_spans
         self._remote_url = _remote_base_url(store) if span_transport != "store" else None
         if span_transport == "otlp" and self._remote_url is None:
             raise ValueError("span_transport='otlp' needs a StoreClient (a store server URL)")
@@ -131,6 +134,8 @@ class Runner:
         self._idle_timeout = idle_timeout
         self._last_activity = self._loop.time()
         self.summary = RunnerSummary()
+        if self.global_spans:
+            capture_global_spans()
         with ProgressDisplay(self.summary, enabled=self.show_progress, title=self.name):
             grace = asyncio.create_task(self._stop_grace())
             try:

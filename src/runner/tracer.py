@@ -12,10 +12,11 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.trace import Tracer
 
-from lightningstore import LightningStore, RewardIn
+from lightningstore import AttemptStatus, IllegalTransitionError, LightningStore, NotFoundError, RewardIn
 from lightningstore.semconv import AGENT_NAME, ATTEMPT_ID, ROLLOUT_ID
 from runner.context import current_agent_name
 from runner.sink import SpanSink
+from runner.span_convert import to_span_in
 
 log = logging.getLogger("runner.tracer")
 INSTRUMENTATION_NAME = "lightningrl.runner"
@@ -65,7 +66,8 @@ class AttemptTracer:
         }
         if agent_name:
             attributes[AGENT_NAME] = agent_name
-        self.provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
+        self.resource = Resource.create(attributes)
+        self.provider = TracerProvider(resource=self.resource, shutdown_on_exit=False)
         self.provider.add_span_processor(_Collector(self))
         self.tracer: Tracer = self.provider.get_tracer(INSTRUMENTATION_NAME)
         self._lock = threading.Lock()
@@ -88,26 +90,54 @@ class AttemptTracer:
         with self._lock:
             return len(self._spans) + len(self._rewards)
 
+    def take(self) -> tuple[list[ReadableSpan], list[RewardIn]]:
+        """Everything buffered so far, removed from the buffer (`put_back` if it could not be delivered)."""
+        with self._lock:
+            spans, self._spans = self._spans, []
+            rewards, self._rewards = self._rewards, []
+        return spans, rewards
+
+    def put_back(self, spans: list[ReadableSpan], rewards: list[RewardIn]) -> None:
+        """Return undelivered spans and rewards to the front of the buffer."""
+        with self._lock:
+            self._spans[:0] = spans
+            self._rewards[:0] = rewards
+
     async def flush(self) -> None:
         """Deliver everything buffered so far; on failure the undelivered part stays buffered and re-raises."""
         async with self._flushing:
-            with self._lock:
-                spans, self._spans = self._spans, []
-                rewards, self._rewards = self._rewards, []
+            spans, rewards = self.take()
             try:
                 await self.sink.write(spans, self.rollout_id, self.attempt_id)
             except BaseException:
-                with self._lock:
-                    self._spans[:0] = spans
-                    self._rewards[:0] = rewards
+                self.put_back(spans, rewards)
                 raise
             for index, reward in enumerate(rewards):
                 try:
                     await self.store.add_reward(reward)
                 except BaseException:
-                    with self._lock:
-                        self._rewards[:0] = rewards[index:]
+                    self.put_back([], rewards[index:])
                     raise
+
+    async def finish(self, status: AttemptStatus, failure_reason: str | None) -> None:
+        """Deliver everything buffered and end the attempt, in one store call (`finish_attempt`);
+        on failure what was taken returns to the buffer and the error re-raises."""
+        async with self._flushing:
+            spans, rewards = self.take()
+            try:
+                await self.store.finish_attempt(
+                    self.rollout_id,
+                    self.attempt_id,
+                    status=status,
+                    failure_reason=failure_reason,
+                    spans=[to_span_in(span, self.rollout_id, self.attempt_id) for span in spans],
+                    rewards=rewards,
+                )
+            except (IllegalTransitionError, NotFoundError):
+                raise  # ended elsewhere (what was sent is stored) or gone: nothing to send again
+            except BaseException:
+                self.put_back(spans, rewards)
+                raise
 
     def close(self) -> None:
         """Stop recording; spans ending later are still buffered but no longer flushed by the runner."""

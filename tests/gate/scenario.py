@@ -31,6 +31,8 @@ class Spec:
     protected_broken: int = 0
     sloppy: bool = False
     parent_missing: bool = False
+    plan_id: str | None = None
+    """The training plan the candidate's run filed before training (its metadata names it)."""
 
 
 @dataclass
@@ -45,9 +47,7 @@ async def setup_gate(store: LightningStore, gate: GateRecords, root_dir: Path) -
     """Evaluator, policy, protected cases and the approved root version."""
     await gate.register_evaluator(Evaluator(name="exact-match", version="1"), recorded_by="local:admin")
     limits = CanaryLimits(max_tasks=20, max_seconds=60, max_tool_calls=100, max_cost=1.0)
-    policy = GatePolicy(
-        resource_name=NAME, evaluator="exact-match", retry_budget=5, span_coverage=list(FULL), canary=limits
-    )
+    policy = GatePolicy(resource_name=NAME, evaluator="exact-match", span_coverage=list(FULL), canary=limits)
     await gate.put_policy(policy, recorded_by="local:admin")
     for task_id in PROTECTED:
         case = ProtectedCase(resource_name=NAME, case_id=f"case-{task_id}", task_id=task_id)
@@ -79,7 +79,11 @@ async def build_branch(store: LightningStore, root: ResourceVersion, spec: Spec,
         PromptTemplate(template=template),
         parent_id=parent.version_id,
         created_by="lightningrl",
-        metadata={"step": 1, "algorithm_config": {"estimator": "grpo", "lr": 1e-3}},
+        metadata={
+            "step": 1,
+            "algorithm_config": {"estimator": "grpo", "lr": 1e-3},
+            **({"plan_id": spec.plan_id} if spec.plan_id else {}),
+        },
     )
     pset = (await store.add_resource_set({NAME: parent.version_id})).resources_id
     cset = (await store.add_resource_set({NAME: candidate.version_id})).resources_id

@@ -14,6 +14,7 @@ from lightningstore.gate import (
     Evaluator,
     GatePolicy,
     GateReport,
+    PlanBody,
     ProtectedCase,
     ReceiptBody,
     Verdict,
@@ -97,3 +98,24 @@ def test_verdict_needs_all_seven_passing_and_staleness_follows_dependencies() ->
     now = then.model_copy(update={"evaluator": "e@2"})
     assert stale_parts(CheckName.HOLDOUT, then, now) == ["evaluator"]
     assert stale_parts(CheckName.RETRY_DEBT, then, now) == []
+
+
+async def test_training_plans_are_content_addressed_and_immutable(store: LightningStore) -> None:
+    """On every backend, the HTTP client included (POST /v1/gate/plans, GET /v1/gate/plans/{id})."""
+    gate = gate_records(store)
+    body = PlanBody(
+        resource_name="llm",
+        parent_version_id="rv-p",
+        train=DataSnapshot.of("train tasks", ["t1", "t2"]),
+        holdout=DataSnapshot.of("val tasks", ["t3"]),
+        algorithm_config={"lr": 1e-3},
+        canary_approvers=["carol"],
+    )
+    first = await gate.add_plan(body, created_by="local:a")
+    assert first.plan_id.startswith("plan-") and first.body() == body
+    again = await gate.add_plan(body, created_by="local:b")
+    assert again == first  # the stored one, unchanged
+    other = await gate.add_plan(body.model_copy(update={"scope": "eu"}), created_by="local:a")
+    assert other.plan_id != first.plan_id
+    assert await gate.get_plan(first.plan_id) == first
+    assert await gate.get_plan("plan-missing") is None

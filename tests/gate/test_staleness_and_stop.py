@@ -98,7 +98,7 @@ async def test_stop_reason_on_coverage_retry_debt_and_protected(tmp_path: Path) 
     assert (
         reason is not None
         and "span coverage dropped" in reason
-        and "retry debt 6 crossed its bound 5" in reason
+        and "retry debt 6 crossed its bound 0" in reason
     )
     latest = await store.get_latest_version(NAME)
     worse = await store.add_resource_version(

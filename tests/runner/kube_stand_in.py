@@ -1,4 +1,5 @@
-"""A STAND-IN for the Kubernetes API server (no cluster here): just the batch/v1 Job endpoints BatchV1Api calls.
+"""A STAND-IN for the Kubernetes API server (no cluster here): just the batch/v1 Job endpoints BatchV1Api calls
+and the networking.k8s.io/v1 NetworkPolicy create/replace NetworkingV1Api calls.
 
 It records every call. A Job whose container command contains "fail" fails, "hang" never finishes, any
 other succeeds on its second status read.
@@ -13,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 JOBS = "/apis/batch/v1/namespaces/{namespace}/jobs"
+POLICIES = "/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies"
 
 
 @dataclass
@@ -21,6 +23,8 @@ class StandIn:
     reads: dict[tuple[str, str], int] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     created: list[dict[str, Any]] = field(default_factory=list)
+    policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    policy_calls: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _status(code: int, reason: str, message: str) -> JSONResponse:
@@ -93,5 +97,23 @@ def create_stand_in() -> tuple[FastAPI, StandIn]:
             return _status(404, "NotFound", f'jobs.batch "{name}" not found')
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name},
                 "propagationPolicy": options.get("propagationPolicy")}  # fmt: skip
+
+    @app.post(POLICIES)
+    async def create_policy(namespace: str, request: Request) -> Any:
+        body = await request.json()
+        name = body["metadata"]["name"]
+        state.policy_calls.append(("create", name))
+        if (namespace, name) in state.policies:
+            return _status(409, "AlreadyExists", f'networkpolicies.networking.k8s.io "{name}" already exists')
+        state.policies[(namespace, name)] = body
+        return JSONResponse(body, status_code=201)
+
+    @app.put(POLICIES + "/{name}")
+    async def replace_policy(namespace: str, name: str, request: Request) -> Any:
+        state.policy_calls.append(("replace", name))
+        if (namespace, name) not in state.policies:
+            return _status(404, "NotFound", f'networkpolicies.networking.k8s.io "{name}" not found')
+        state.policies[(namespace, name)] = await request.json()
+        return state.policies[(namespace, name)]
 
     return app, state

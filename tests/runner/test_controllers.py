@@ -243,4 +243,12 @@ async def test_kubernetes_controller_against_a_stand_in_api_server(
     retry_calls = [call for call in state.calls if call[1] == retry_name]
     assert [c for c, _ in retry_calls].count("create") == 3  # created, 409, re-created after the delete
     assert ("delete", retry_name) in retry_calls
+    # By default every controller keeps the egress NetworkPolicy beside its Jobs (created once, then replaced).
+    assert list(state.policies) == [("rl", "lightningrl-rollout-egress")]
+    assert state.policy_calls[0] == ("create", "lightningrl-rollout-egress")
+    assert (
+        state.policy_calls.count(("replace", "lightningrl-rollout-egress")) == 4
+    )  # one per later controller
+    policy = state.policies[("rl", "lightningrl-rollout-egress")]
+    assert policy["spec"]["policyTypes"] == ["Egress"]
     api_client.close()

@@ -6,7 +6,15 @@ import asyncio
 import time
 from typing import Any
 
-from lightningstore import LLM, AttemptStatus, PromptTemplate, RolloutConfig, RolloutStatus, SqlStore
+from lightningstore import (
+    LLM,
+    AttemptStatus,
+    InvalidInputError,
+    PromptTemplate,
+    RolloutConfig,
+    RolloutStatus,
+    SqlStore,
+)
 from lightningstore.auth import verify_agent_key
 from lightningstore.semconv import (
     AGENT_NAME,
@@ -389,3 +397,35 @@ async def test_a_second_parameter_named_llm_gets_the_rollouts_llm(sql_store: Sql
     assert summary.succeeded == 1
     llm = seen["llm"]
     assert llm.model == "tiny" and llm.base_url.startswith("http://store/proxy/rollout/")
+
+
+class RefusesFinish:
+    """A real SqlStore that refuses `finish_attempt` as a server would refuse a span it cannot store."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self._store = store
+        self.finishes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def finish_attempt(self, *args: Any, **kwargs: Any) -> Any:
+        self.finishes += 1
+        raise InvalidInputError("spans", "an attribute value the server cannot store")
+
+
+async def test_attempt_whose_telemetry_cannot_be_stored_fails_and_says_why(sql_store: SqlStore) -> None:
+    @rollout
+    async def fine(task: str, resources: AgentResources) -> float:
+        return 1.0
+
+    item = await sql_store.enqueue_rollout("x")
+    refusing = RefusesFinish(sql_store)
+    runner = make_runner(refusing, fine, workers=1)  # type: ignore[arg-type]
+    summary = await asyncio.wait_for(runner.run(max_rollouts=1), 10)
+    assert summary.failed == 1 and summary.succeeded == 0
+    assert refusing.finishes == 1  # a refused request is not sent again
+    attempt = await sql_store.get_latest_attempt(item.rollout_id)
+    assert attempt is not None and attempt.status == AttemptStatus.FAILED
+    assert attempt.failure_reason is not None
+    assert attempt.failure_reason.startswith("spans or rewards could not be stored: InvalidInputError")

@@ -74,7 +74,7 @@ def test_cli_upgrade(db_url: str) -> None:
         capture_output=True,
         text=True,
     ).stdout
-    assert "0002" in out  # the head revision (0002: release gate records)
+    assert "0003_plans" in out  # the head revision (0003_plans: the gate's training plans)
     assert _diff(db_url) == []
 
 
@@ -107,7 +107,7 @@ def test_alembic_command_from_a_checkout(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     ).stdout
-    assert "0002 (head)" in current
+    assert "0003_plans (head)" in current
 
 
 def test_the_wheel_lists_every_package_and_ships_the_migrations() -> None:

@@ -46,13 +46,18 @@ class LlmCall:
         )
 
 
+# GenAI operations that are one model call; `invoke_agent`, `create_agent`, `execute_tool` and
+# `embeddings` (AutoGen and others record them on the global provider) are not.
+MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+
+
 def is_llm_span(span: Span) -> bool:
-    """Token-id attributes mark an LLM call; the GenAI operation or span name marks one without them."""
+    """Token-id attributes mark an LLM call; a model-call GenAI operation or the span name marks one without them."""
     attributes = span.attributes
     return (
         semconv.LLM_PROMPT_TOKEN_IDS in attributes
         or semconv.LLM_RESPONSE_TOKEN_IDS in attributes
-        or semconv.GEN_AI_OPERATION in attributes
+        or attributes.get(semconv.GEN_AI_OPERATION) in MODEL_CALL_OPERATIONS
         or span.name == semconv.LLM_SPAN_NAME
     )
 

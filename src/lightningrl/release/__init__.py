@@ -12,6 +12,7 @@ await rollback(store, gate, receipt.receipt_id, actor="alice")    # back to the 
 from lightningrl.release.bounded_run import BoundedRun, bounded_run
 from lightningrl.release.canary import run_canary
 from lightningrl.release.errors import GateRefusal
+from lightningrl.release.plan import file_plan, tasks_snapshot
 from lightningrl.release.promotion import Promotion, approve, promote
 from lightningrl.release.receipt import build_receipt
 from lightningrl.release.report import check_receipt, current_report, with_staleness
@@ -39,6 +40,7 @@ __all__ = [
     "code_revision",
     "current_report",
     "drill_rollback",
+    "file_plan",
     "production_routes",
     "production_run",
     "promote",
@@ -47,5 +49,6 @@ __all__ = [
     "run_canary",
     "span_kind",
     "stop_reason",
+    "tasks_snapshot",
     "with_staleness",
 ]

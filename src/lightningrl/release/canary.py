@@ -10,7 +10,16 @@ from lightningrl.release.inputs import load_inputs
 from lightningrl.release.report import get_receipt
 from lightningrl.release.verifier import CanaryTask, Verifier, verify
 from lightningstore import LightningStore
-from lightningstore.gate import CanaryLimits, CanaryOutcome, CanaryRun, EvidenceRecord, GateRecords, digest
+from lightningstore.gate import (
+    ENVIRONMENT_PARTS,
+    CanaryLimits,
+    CanaryOutcome,
+    CanaryRun,
+    EvidenceRecord,
+    GateRecords,
+    OutcomeSource,
+    digest,
+)
 from runner import LitAgent
 
 
@@ -75,9 +84,11 @@ async def run_canary(
             CanaryOutcome(
                 task_id=task.task_id,
                 rollout_id=rollout.rollout_id,
-                verified=found.verified,
+                verified=found.verified and found.source == OutcomeSource.VERIFIER,
                 reason=found.reason,
                 harmful=list(found.harmful),
+                source=OutcomeSource(found.source),
+                uncertainty=found.uncertainty,
             )
         )
     canary = CanaryRun(
@@ -92,5 +103,6 @@ async def run_canary(
         seconds=run.seconds,
         task_digest=digest([[t.task_id, t.input] for t in planned]),
         evaluator=inputs.basis.evaluator,
+        environment={part: getattr(inputs.basis, part) for part in ENVIRONMENT_PARTS},
     )
     return await gate.add_evidence(canary, recorded_by=recorded_by)

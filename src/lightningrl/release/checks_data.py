@@ -7,22 +7,42 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightningrl.release.inputs import CheckInputs
+from lightningrl.release.plan import descends_from
 from lightningrl.release.selection import holdout_snapshot, train_snapshot
 from lightningrl.release.spans import KIND_ATTRIBUTES, kinds_of
 from lightningstore import LightningStore, Rollout, spans_of_rollouts
-from lightningstore.gate import CheckName, CheckResult, CheckStatus
+from lightningstore.gate import PLAN_FIELDS, CheckName, CheckResult, CheckStatus
 
 PASS, FAIL, UNAVAILABLE = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.UNAVAILABLE
 EXAMPLES = 5
 
 
-def check_pinned(inputs: CheckInputs) -> CheckResult:
+async def check_plan(store: LightningStore, inputs: CheckInputs) -> str | None:
+    """Why the receipt's before-training part does not stand (None when it does, or no plan is needed)."""
+    r = inputs.receipt
+    if r.plan_id is None:
+        return "no training plan was filed before training" if inputs.policy.require_plan else None
+    plan = inputs.plan
+    if plan is None:
+        return f"training plan {r.plan_id} is not stored"
+    rewritten = [f for f in PLAN_FIELDS if getattr(r, f) != getattr(plan, f)]
+    if rewritten:
+        return f"the receipt rewrote its training plan {plan.plan_id}: {', '.join(rewritten)} differ"
+    if inputs.candidate is not None and not await descends_from(
+        store, inputs.candidate, plan.parent_version_id
+    ):
+        return f"candidate {r.candidate_version_id} does not descend from the plan's parent {plan.parent_version_id}"
+    return None
+
+
+async def check_pinned(store: LightningStore, inputs: CheckInputs) -> CheckResult:
     """1. Candidate, exact parent, data snapshots and evaluator are pinned and still what the receipt says."""
     r = inputs.receipt
     name = CheckName.PINNED
 
     def result(status: CheckStatus, reason: str) -> CheckResult:
-        return CheckResult(name=name, status=status, reason=reason, evidence={"receipt_id": r.receipt_id})
+        evidence = {"receipt_id": r.receipt_id, "plan_id": r.plan_id}
+        return CheckResult(name=name, status=status, reason=reason, evidence=evidence)
 
     if inputs.candidate is None or inputs.candidate.name != r.resource_name:
         return result(
@@ -34,6 +54,9 @@ def check_pinned(inputs: CheckInputs) -> CheckResult:
         return result(
             FAIL, f"candidate's parent is {inputs.candidate.parent_id}, receipt pins {r.parent_version_id}"
         )
+    broken_plan = await check_plan(store, inputs)
+    if broken_plan is not None:
+        return result(UNAVAILABLE if r.plan_id is None else FAIL, broken_plan)
     if r.evaluator is None:
         return result(UNAVAILABLE, "no evaluator pinned (register one and name it in the policy or receipt)")
     if inputs.evaluator_now is None or inputs.evaluator_now.version != r.evaluator.version:

@@ -6,12 +6,15 @@ from lightningrl.release.inputs import CheckInputs
 from lightningrl.release.routing import resolve_version
 from lightningstore import LightningStore
 from lightningstore.gate import (
+    ENVIRONMENT_PARTS,
     Approval,
+    CanaryOutcome,
     CanaryRun,
     CheckName,
     CheckResult,
     CheckStatus,
     EvidenceKind,
+    OutcomeSource,
     RollbackDrill,
 )
 
@@ -36,13 +39,31 @@ def check_canary(inputs: CheckInputs) -> CheckResult:
             status=UNAVAILABLE,
             reason=f"canary is stale: evaluator was {run.evaluator}, is now {inputs.basis.evaluator}",
         )
+    moved = [p for p in ENVIRONMENT_PARTS if run.environment.get(p) != getattr(inputs.basis, p)]
+    if moved:
+        return CheckResult(
+            name=name,
+            status=UNAVAILABLE,
+            reason=f"canary is stale: {', '.join(moved)} changed since it ran",
+            evidence={"changed": moved},
+        )
     outcomes = {o.task_id: o for o in run.outcomes}
-    unverified = [t for t in run.planned if t not in outcomes or not outcomes[t].verified]
+    unverified = [t for t in run.planned if t not in outcomes or not _verified(outcomes[t])]
+    judged = [o for o in run.outcomes if o.source != OutcomeSource.VERIFIER]
     harmful = [f"{o.task_id}: {'; '.join(o.harmful)}" for o in run.outcomes if o.harmful]
     evidence = {
         "planned": len(run.planned),
         "verified": len(run.planned) - len(unverified),
         "unverified": unverified[:10],
+        "judged": [
+            {
+                "task_id": o.task_id,
+                "source": o.source.value,
+                "uncertainty": o.uncertainty,
+                "finding": o.reason,
+            }
+            for o in judged[:10]
+        ],
         "harmful": harmful[:10],
         "stopped_by": run.stopped_by,
         "tool_calls": run.tool_calls,
@@ -55,6 +76,8 @@ def check_canary(inputs: CheckInputs) -> CheckResult:
     verified = f"{len(run.planned) - len(unverified)} of {len(run.planned)} canary outcomes verified"
     if unverified or harmful:
         parts = [verified]
+        if judged:
+            parts.append(_judged_text(judged))
         if unverified:
             why = outcomes[unverified[0]].reason if unverified[0] in outcomes else "never ran"
             parts.append(f"first unverified {unverified[0]}: {why}")
@@ -66,6 +89,23 @@ def check_canary(inputs: CheckInputs) -> CheckResult:
     return CheckResult(name=name, status=PASS, reason=f"{verified}, no harm recorded", evidence=evidence)
 
 
+def _verified(outcome: CanaryOutcome) -> bool:
+    """Only a verifier's deterministic check verifies an outcome; a judge's or a person's never does."""
+    return outcome.verified and outcome.source == OutcomeSource.VERIFIER
+
+
+def _judged_text(judged: list[CanaryOutcome]) -> str:
+    by_source: dict[str, list[CanaryOutcome]] = {}
+    for outcome in judged:
+        by_source.setdefault(outcome.source.value, []).append(outcome)
+    parts = []
+    for source, found in sorted(by_source.items()):
+        known = [o.uncertainty for o in found if o.uncertainty is not None]
+        worst = f", uncertainty up to {max(known):.2f}" if known else ", uncertainty not given"
+        parts.append(f"{len(found)} {source} evidence (not verified{worst})")
+    return "; ".join(parts)
+
+
 def _approved_by_authority(recorded_by: str) -> bool:
     return recorded_by.split(":", 1)[0] in APPROVING_ROLES
 
@@ -75,11 +115,12 @@ async def check_rollback(store: LightningStore, inputs: CheckInputs) -> CheckRes
     name = CheckName.ROLLBACK
     parent_id = inputs.receipt.parent_version_id
     now = await resolve_version(store, parent_id)
-    if not now.ok:
-        return CheckResult(name=name, status=FAIL, reason=f"parent unresolvable: {now.reason}")
     drills = [
         e for e in inputs.evidence if e.kind == EvidenceKind.ROLLBACK and isinstance(e.body, RollbackDrill)
     ]
+    if not now.ok:
+        tested = "" if drills else "; rollback to it was never tested"
+        return CheckResult(name=name, status=FAIL, reason=f"parent unresolvable: {now.reason}{tested}")
     if not drills:
         return CheckResult(name=name, status=UNAVAILABLE, reason="rollback to the parent was never tested")
     drill = drills[-1].body
@@ -90,22 +131,25 @@ async def check_rollback(store: LightningStore, inputs: CheckInputs) -> CheckRes
     if drill.parent != inputs.basis.parent:
         reason = f"rollback drill is stale: it ran with {drill.parent}, now {inputs.basis.parent}"
         return CheckResult(name=name, status=UNAVAILABLE, reason=reason)
+    named = inputs.plan.canary_approvers if inputs.plan is not None else []
     approvals = [
         e
         for e in inputs.evidence
         if e.kind == EvidenceKind.APPROVAL
         and isinstance(e.body, Approval)
         and _approved_by_authority(e.recorded_by)
+        and (not named or e.body.actor in named)
     ]
     if not approvals:
+        who = f" from {', '.join(named)} (the training plan's canary approvers)" if named else ""
         return CheckResult(
-            name=name, status=UNAVAILABLE, reason="rollback tested; no authorized approval yet"
+            name=name, status=UNAVAILABLE, reason=f"rollback tested; no authorized approval yet{who}"
         )
     approval = approvals[-1]
     assert isinstance(approval.body, Approval)
     changed = [
         p
-        for p in ("evaluator", "parent", "train", "holdout", "protected", "canary")
+        for p in type(inputs.basis).model_fields
         if getattr(approval.body.basis, p) != getattr(inputs.basis, p)
     ]
     if changed:

@@ -14,6 +14,7 @@ from lightningstore.gate import (
     GatePolicy,
     GateRecords,
     ProtectedCase,
+    TrainingPlan,
     UpdateReceipt,
     digest,
 )
@@ -33,10 +34,26 @@ class CheckInputs:
     sets: EvidenceSets
     evidence: list[EvidenceRecord]
     basis: Basis
+    plan: TrainingPlan | None = None
 
     def latest(self, kind: EvidenceKind) -> EvidenceRecord | None:
         found = [e for e in self.evidence if e.kind == kind]
         return found[-1] if found else None
+
+
+def environment_basis(policy: GatePolicy) -> dict[str, str | None]:
+    """The basis parts of the deployment environment and retry policy: a digest each (None when undeclared)."""
+    env = policy.environment
+    declared = {
+        "tool_contract": env.tool_contract or None,
+        "permissions": sorted(env.permissions) or None,
+        "destination": env.destination,
+        "model_server": env.model_server,
+    }
+    parts = {k: None if v is None else digest(v)[:16] for k, v in declared.items()}
+    retry = {"budget": policy.retry_budget, "expected": sorted(policy.expected_retry_markers)}
+    parts["retry_policy"] = digest(retry)[:16]
+    return parts
 
 
 async def load_inputs(store: LightningStore, gate: GateRecords, receipt: UpdateReceipt) -> CheckInputs:
@@ -53,6 +70,7 @@ async def load_inputs(store: LightningStore, gate: GateRecords, receipt: UpdateR
         store, name, receipt.candidate_version_id, receipt.parent_version_id, {c.task_id for c in cases}
     )
     evidence = await gate.list_evidence(receipt.receipt_id)
+    policy = await gate.policy_or_default(name)
     canary = [e for e in evidence if e.kind == EvidenceKind.CANARY]
     basis = Basis(
         evaluator=f"{evaluator_now.name}@{evaluator_now.version}" if evaluator_now else None,
@@ -61,10 +79,11 @@ async def load_inputs(store: LightningStore, gate: GateRecords, receipt: UpdateR
         holdout=holdout_snapshot(receipt.candidate_version_id, receipt.parent_version_id, sets).sha256,
         protected=digest([c.model_dump(mode="json") for c in cases]),
         canary=canary[-1].body.task_digest if canary and canary[-1].body.kind == "canary" else None,
+        **environment_basis(policy),
     )
     return CheckInputs(
         receipt=receipt,
-        policy=await gate.policy_or_default(name),
+        policy=policy,
         candidate=candidate,
         parent=parent,
         approved=approved,
@@ -73,4 +92,5 @@ async def load_inputs(store: LightningStore, gate: GateRecords, receipt: UpdateR
         sets=sets,
         evidence=evidence,
         basis=basis,
+        plan=await gate.get_plan(receipt.plan_id) if receipt.plan_id else None,
     )

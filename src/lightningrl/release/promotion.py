@@ -55,6 +55,12 @@ async def promote(
     """Re-run the checks (or, when the credential cannot read spans, take the latest recorded report with
     its stale checks marked); move `approved` to the candidate only on PROMOTE, else GateRefusal."""
     receipt = await get_receipt(gate, receipt_id)
+    plan = await gate.get_plan(receipt.plan_id) if receipt.plan_id else None
+    if plan is not None and plan.default_approvers and actor not in plan.default_approvers:
+        raise GateRefusal(
+            f"{actor} may not make a candidate the default: the training plan {plan.plan_id} names "
+            f"{', '.join(plan.default_approvers)}"
+        )
     try:
         report: GateReport | None = await check_receipt(
             store, gate, receipt_id, recorded_by=recorded_by or f"local:{actor}"

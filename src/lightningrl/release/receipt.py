@@ -5,7 +5,7 @@ from __future__ import annotations
 from lightningrl.release.revision import code_revision
 from lightningrl.release.selection import evidence_sets, holdout_snapshot, train_snapshot
 from lightningstore import LightningStore, NotFoundError
-from lightningstore.gate import GateRecords, ReceiptBody, UpdateReceipt
+from lightningstore.gate import PLAN_FIELDS, GateRecords, ReceiptBody, UpdateReceipt
 
 
 async def build_receipt(
@@ -24,6 +24,9 @@ async def build_receipt(
 
     `evaluator` names a registered evaluator (default: the policy's); unknown or none leaves it unpinned,
     which the pinned-identity check reports as unavailable. Budget and coverage default to the policy's.
+    A candidate whose metadata names the training plan its run filed before training (`plan_id`) gets
+    that plan's evaluator, config, code revision, scope, budget and coverage unchanged, whatever is
+    passed here.
     """
     candidate = await store.get_resource_version(candidate_version_id)
     if candidate is None:
@@ -35,6 +38,8 @@ async def build_receipt(
     )
     evaluator_name = evaluator or policy.evaluator
     registered = await gate.current_evaluator(evaluator_name) if evaluator_name else None
+    plan_id = candidate.metadata.get("plan_id")
+    plan = await gate.get_plan(str(plan_id)) if plan_id else None
     body = ReceiptBody(
         resource_name=candidate.name,
         candidate_version_id=candidate.version_id,
@@ -47,5 +52,8 @@ async def build_receipt(
         scope=scope,
         retry_budget=policy.retry_budget if retry_budget is None else retry_budget,
         span_coverage=list(policy.span_coverage if span_coverage is None else span_coverage),
+        plan_id=str(plan_id) if plan_id else None,
     )
+    if plan is not None:  # the before-training part is the plan's, as frozen: only the rest is appended
+        body = body.model_copy(update={field: getattr(plan, field) for field in PLAN_FIELDS})
     return await gate.add_receipt(body, created_by=created_by)

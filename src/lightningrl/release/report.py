@@ -17,6 +17,7 @@ from lightningstore.gate import (
     GateRecords,
     GateReport,
     UpdateReceipt,
+    relied_on,
     stale_parts,
     verdict_of,
 )
@@ -32,7 +33,7 @@ async def get_receipt(gate: GateRecords, receipt_id: str) -> UpdateReceipt:
 async def run_checks(store: LightningStore, inputs: CheckInputs) -> list[CheckResult]:
     """The seven checks, in order."""
     return [
-        check_pinned(inputs),
+        await check_pinned(store, inputs),
         await check_coverage(store, inputs),
         await check_retry_debt(store, inputs),
         await check_holdout(store, inputs),
@@ -53,7 +54,10 @@ async def check_receipt(
     """Judge a receipt against the store now; record the report unless `record` is False."""
     receipt = await get_receipt(gate, receipt_id)
     inputs = await load_inputs(store, gate, receipt)
-    checks = await run_checks(store, inputs)
+    checks = [
+        c.model_copy(update={"evidence": {**c.evidence, "relied_on": relied_on(c.name, inputs.basis)}})
+        for c in await run_checks(store, inputs)
+    ]
     report = GateReport(
         report_id=f"rep-{uuid.uuid4().hex[:16]}",
         receipt_id=receipt.receipt_id,

@@ -1,12 +1,14 @@
-"""Stop conditions for the training loop: pause on dropped span coverage, retry debt, or protected regressions."""
+"""Stop conditions for the training loop: pause on dropped span coverage, retry debt, protected
+regressions, a parent that no longer resolves, or a canary that cannot verify its external effects."""
 
 from __future__ import annotations
 
 from lightningrl.release.checks_data import coverage_gaps, retry_counts
 from lightningrl.release.rewards import task_means
+from lightningrl.release.routing import resolve_version
 from lightningrl.release.selection import GATE_TAG, evidence_sets
 from lightningstore import LightningStore, RolloutMode
-from lightningstore.gate import GatePolicy, GateRecords, gate_records
+from lightningstore.gate import CanaryRun, EvidenceKind, GatePolicy, GateRecords, OutcomeSource, gate_records
 
 TOLERANCE = 1e-9
 
@@ -20,7 +22,8 @@ async def stop_reason(
 ) -> str | None:
     """Why the loop should pause now, or None. Looks at the policy's window of most recent finished train
     rollouts (coverage and unexpected retries against the policy's bounds) and at the protected cases of
-    the resource's `latest` version against its parent. Call it after each step."""
+    the resource's `latest` version against its parent; whether that parent still resolves; and whether
+    the latest canary of `latest` verified every external effect it planned. Call it after each step."""
     gate = gate or gate_records(store)
     policy = policy or await gate.policy_or_default(resource_name)
     finished = await store.query_rollouts(
@@ -48,7 +51,39 @@ async def stop_reason(
     regressed = await _protected_regressions(store, gate, resource_name)
     if regressed:
         reasons.append(f"protected cases regress on the latest version: {', '.join(regressed)}")
+    latest = await store.get_latest_version(resource_name)
+    if latest is not None and latest.parent_id is not None:
+        parent = await resolve_version(store, latest.parent_id)
+        if not parent.ok:
+            reasons.append(f"the parent of the latest version is unavailable: {parent.reason}")
+    if latest is not None:
+        unverifiable = await _unverifiable_canary(gate, latest.version_id)
+        if unverifiable:
+            reasons.append(unverifiable)
     return "; ".join(reasons) or None
+
+
+async def _unverifiable_canary(gate: GateRecords, version_id: str) -> str | None:
+    """Why the latest canary of `version_id` could not verify its external effects, or None."""
+    runs = [
+        e.body
+        for receipt in await gate.list_receipts(candidate_version_id=version_id)
+        for e in await gate.list_evidence(receipt.receipt_id, EvidenceKind.CANARY)
+        if isinstance(e.body, CanaryRun)
+    ]
+    if not runs:
+        return None
+    run = runs[-1]
+    verified = {o.task_id for o in run.outcomes if o.verified and o.source == OutcomeSource.VERIFIER}
+    missing = [t for t in run.planned if t not in verified]
+    if not missing:
+        return None
+    first = next((o for o in run.outcomes if o.task_id == missing[0]), None)
+    why = f"{first.source.value}: {first.reason}" if first else "never ran"
+    return (
+        f"the canary of the latest version cannot verify {len(missing)} of {len(run.planned)} external "
+        f"effects (first {missing[0]}: {why})"
+    )
 
 
 async def _protected_regressions(store: LightningStore, gate: GateRecords, name: str) -> list[str]:

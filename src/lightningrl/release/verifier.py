@@ -25,6 +25,10 @@ class Verification:
     verified: bool
     reason: str
     harmful: tuple[str, ...] = field(default_factory=tuple)
+    source: str = "verifier"
+    """"verifier" (a deterministic check of the destination), or "judge" / "human" when the outcome
+    could not be checked that way: recorded with its `uncertainty`, shown as such, never counted verified."""
+    uncertainty: float | None = None
 
 
 Verifier = Callable[[CanaryTask, Rollout, LightningStore], Verification | Awaitable[Verification]]

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from lightningrl.adapter import load_causal_lm
 from lightningrl.quiet import quiet_third_party
 
 
@@ -67,11 +68,12 @@ class LoadedModel:
 
 
 def load_model(checkpoint: str | Path, *, device: str, version: int) -> LoadedModel:
-    """Load a Hugging Face causal LM directory onto `device` in its saved dtype."""
+    """Load a Hugging Face causal LM directory (or a LoRA adapter directory) onto `device` in its saved dtype."""
     path = Path(checkpoint)
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint directory does not exist: {str(path)!r}")
     with quiet_third_party():  # no "Loading weights" bar on every reload
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype="auto").to(device).eval()
+        # A LoRA adapter directory (lightningrl.adapter) loads as its base with the adapter merged in.
+        model = load_causal_lm(path, dtype="auto").to(device).eval()
     return LoadedModel(checkpoint=path, version=version, model=model, tokenizer=tokenizer, device=device)

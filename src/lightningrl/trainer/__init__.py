@@ -1,26 +1,31 @@
-"""Actor trainers: verl's own actor update in-process, and the bare-torch reference step."""
+"""Actor trainers: verl's own actor update in-process or over Ray ranks, and the bare-torch reference step."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from lightningrl.trainer.config import TrainerConfig
+from lightningrl.trainer.factory import build_trainer
 from lightningrl.trainer.protocol import Trainer
 
 if TYPE_CHECKING:
+    from lightningrl.trainer.ray_trainer import RayTrainer
     from lightningrl.trainer.reference import reference_optimizer, response_log_probs, torch_reference_step
     from lightningrl.trainer.verl_actor import VerlActorTrainer
 
 __all__ = [
+    "RayTrainer",
     "Trainer",
     "TrainerConfig",
     "VerlActorTrainer",
+    "build_trainer",
     "reference_optimizer",
     "response_log_probs",
     "torch_reference_step",
 ]
 
 _LAZY = {
+    "RayTrainer": "lightningrl.trainer.ray_trainer",
     "VerlActorTrainer": "lightningrl.trainer.verl_actor",
     "reference_optimizer": "lightningrl.trainer.reference",
     "response_log_probs": "lightningrl.trainer.reference",

@@ -7,6 +7,8 @@ from typing import Any
 
 from lightningrl.advantages import PolicyLossConfig
 
+BACKENDS = ("local", "ray")
+
 
 @dataclass(frozen=True)
 class TrainerConfig:
@@ -40,6 +42,23 @@ class TrainerConfig:
     min_lr_ratio: float = 0.0
     total_training_steps: int = 1_000_000
     """Horizon of verl's LR scheduler (constant by default, so only its warm-up reads it)."""
+    backend: str = "local"
+    """Where the actor ranks run: "local" (verl's worker in this process, one rank) or "ray" (verl's
+    RayWorkerGroup: `num_workers` ranks sharding the model with FSDP2; attaches to the cluster at
+    RAY_ADDRESS when set, else starts a local Ray)."""
+    num_workers: int = 1
+    """Actor ranks (data-parallel, FSDP2-sharded) of the "ray" backend: one GPU each, or one logical GPU
+    on a machine without any."""
+    lora_rank: int = 0
+    """LoRA rank (PEFT, through verl); 0 trains every weight. Above 0 only the adapter trains, and a
+    checkpoint is the adapter directory, pointing at the base checkpoint it applies to."""
+    lora_alpha: int = 16
+    """LoRA scaling numerator (the adapter's update is scaled by lora_alpha / lora_rank)."""
+    lora_target_modules: str = "all-linear"
+    """Modules that get an adapter: "all-linear" or comma-separated names ("q_proj,v_proj")."""
+    full_determinism: bool = False
+    """Seed every rank and ask torch for deterministic kernels (verl's `full_determinism`); without it
+    a LoRA adapter's initial weights differ from run to run."""
 
     def __post_init__(self) -> None:
         if self.lr <= 0:
@@ -48,3 +67,22 @@ class TrainerConfig:
             raise ValueError(
                 f"micro_batch_size and ppo_epochs must be >= 1, got {self.micro_batch_size}, {self.ppo_epochs}"
             )
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {self.num_workers!r}")
+        if self.num_workers > 1 and self.backend != "ray":
+            raise ValueError(
+                f"num_workers={self.num_workers} needs backend='ray' (the local backend runs one rank)"
+            )
+        if self.lora_rank < 0 or self.lora_alpha < 1:
+            raise ValueError(
+                f"lora_rank must be >= 0 and lora_alpha >= 1, got {self.lora_rank!r}, {self.lora_alpha!r}"
+            )
+
+    @property
+    def lora_targets(self) -> str | list[str]:
+        """`lora_target_modules` as PEFT takes it: "all-linear" or a list of module names."""
+        if self.lora_target_modules == "all-linear":
+            return "all-linear"
+        return [name.strip() for name in self.lora_target_modules.split(",") if name.strip()]

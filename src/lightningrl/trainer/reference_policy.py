@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
+from lightningrl.adapter import load_causal_lm
 from lightningrl.credit.batch import SequenceBatch
-from lightningrl.quiet import quiet_third_party
 from lightningrl.trainer.reference import response_log_probs
 
 
@@ -20,12 +20,9 @@ class ReferencePolicy:
     """
 
     def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
-        from transformers import AutoModelForCausalLM
-
         self.device = device
-        with quiet_third_party():
-            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        self.model = model.to(device).eval()
+        # A LoRA adapter directory loads as its base with the adapter merged in.
+        self.model = load_causal_lm(model_dir, dtype=torch.float32).to(device).eval()
         for parameter in self.model.parameters():
             parameter.requires_grad_(False)
 

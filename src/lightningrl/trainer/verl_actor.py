@@ -13,14 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tensordict import TensorDict
 
-from lightningrl.advantages import actor_loss_fields, truncated_is_weights
+from lightningrl.adapter import base_of
+from lightningrl.advantages import truncated_is_weights
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.quiet import import_verl_engines, quiet_third_party
-from lightningrl.trainer.checkpoint import save_hf_model
+from lightningrl.trainer.checkpoint import write_policy
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.process_group import ensure_process_group
 from lightningrl.trainer.reference_policy import ReferencePolicy
+from lightningrl.trainer.verl_config import verl_configs
 from lightningrl.trainer.verl_data import mean_metric, response_values, to_verl_input
 
 
@@ -29,23 +32,61 @@ def divisor_at_most(rows: int, cap: int) -> int:
     return max(d for d in range(1, min(rows, cap) + 1) if rows % d == 0)
 
 
+def rank_major_order(rows: int, mini_batch: int, ranks: int) -> list[int]:
+    """Rows reordered so that rank r's contiguous slice holds its share of every global mini-batch, in order.
+
+    E.g. 8 rows, mini-batches of 4, 2 ranks: [0, 1, 4, 5 | 2, 3, 6, 7].
+    """
+    share = mini_batch // ranks
+    return [
+        step * mini_batch + rank * share + i
+        for rank in range(ranks)
+        for step in range(rows // mini_batch)
+        for i in range(share)
+    ]
+
+
 class VerlActorTrainer:
-    """A policy held by verl's FSDP2 engine: log-probs, PPO-clip steps, HF checkpoints."""
+    """A policy held by verl's FSDP2 engine: log-probs, PPO-clip steps, HF checkpoints (or LoRA adapters).
+
+    This class runs verl's worker in the calling process (one rank); `RayTrainer` overrides the four
+    worker hooks (`_start_worker`, `_infer`, `_train`, `_write`) to run `num_workers` ranks on Ray.
+    """
 
     def __init__(self, model_dir: str | Path, config: TrainerConfig | None = None) -> None:
         # The plugin must be registered before verl's engine modules read the device at import.
         from lightningrl.verl_cpu import cpu_wanted, verl_device_name
 
         self.model_dir = Path(model_dir)
+        self.base_dir = base_of(self.model_dir)
+        """The full checkpoint under `model_dir` (itself, unless it is a LoRA adapter)."""
         self.config = config or TrainerConfig()
+        if self.ranks != self.config.num_workers:
+            raise ValueError(
+                f"{type(self).__name__} runs {self.ranks} rank(s), but trainer.num_workers="
+                f"{self.config.num_workers}: use RayTrainer (build_trainer picks it for backend='ray')"
+            )
         self.device = verl_device_name()
-        if self.device == "cuda" and not torch.cuda.is_available():
+        if self.device == "cuda" and not torch.cuda.is_available() and self.config.backend == "local":
             raise RuntimeError(
                 "verl resolved the 'cuda' platform but torch sees no GPU; import lightningrl.verl_cpu "
                 f"before verl (or set VERL_PLATFORM=cpu); cpu plugin wanted: {cpu_wanted()}"
             )
+        self._actor_config, worker_config = verl_configs(self.model_dir, self.config, self.device)
+        self._start_worker(worker_config)
+        self._reference: ReferencePolicy | None = None
+        if self.config.loss.kl_loss_coef > 0:
+            self._reference = ReferencePolicy(self.model_dir, self.device)
+
+    @property
+    def ranks(self) -> int:
+        """Data-parallel ranks a batch is split over (each gets an equal share of rows)."""
+        return 1
+
+    # ---- the worker: in this process -----------------------------------------------------------
+
+    def _start_worker(self, worker_config: Any) -> None:
         ensure_process_group(self.device)
-        self._actor_config, worker_config = self._verl_configs()
         import_verl_engines()
         from verl.workers.engine_workers import TrainingWorker
         from verl.workers.utils.losses import ppo_loss
@@ -55,77 +96,26 @@ class VerlActorTrainer:
             self._worker = TrainingWorker(config=worker_config)
             self._worker.reset()
         self._worker.set_loss_fn(partial(ppo_loss, config=self._actor_config))
-        self._reference: ReferencePolicy | None = None
-        if self.config.loss.kl_loss_coef > 0:
-            self._reference = ReferencePolicy(self.model_dir, self.device)
 
-    def _verl_configs(self) -> tuple[Any, Any]:
-        """The actor and worker configs `ActorRolloutRefWorker.init_model` would build."""
-        from verl.workers.config import (
-            FSDPActorConfig,
-            FSDPEngineConfig,
-            FSDPOptimizerConfig,
-            HFModelConfig,
-            TrainingWorkerConfig,
-        )
+    def _infer(self, data: TensorDict) -> TensorDict:
+        with quiet_third_party():
+            return self._worker.infer_batch(data)
 
-        cfg = self.config
-        param_dtype = cfg.param_dtype or ("fp32" if self.device == "cpu" else "bf16")
-        model = HFModelConfig(
-            path=str(self.model_dir),
-            override_config={"attn_implementation": cfg.attn_implementation},
-            # Packed (padding-free) batches need flash-attn varlen kernels; sdpa needs the padded path.
-            use_remove_padding=False,
-            enable_gradient_checkpointing=cfg.gradient_checkpointing,
-        )
-        engine = FSDPEngineConfig(
-            strategy=cfg.strategy,
-            model_dtype="fp32",
-            mixed_precision={"param_dtype": param_dtype, "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
-            use_torch_compile=cfg.use_torch_compile,
-            use_dynamic_bsz=False,
-            micro_batch_size_per_gpu=cfg.micro_batch_size,
-            infer_micro_batch_size_per_gpu=cfg.micro_batch_size,
-            use_remove_padding=False,
-            seed=cfg.seed,
-        )
-        optim = FSDPOptimizerConfig(
-            lr=cfg.lr,
-            betas=cfg.betas,
-            weight_decay=cfg.weight_decay,
-            clip_grad=cfg.grad_clip,
-            total_training_steps=cfg.total_training_steps,
-            optimizer=cfg.optimizer,
-            lr_scheduler_type=cfg.lr_schedule,
-            min_lr_ratio=cfg.min_lr_ratio,
-            override_optimizer_config=cfg.optimizer_kwargs,
-        )
-        actor = FSDPActorConfig(
-            strategy=cfg.strategy,
-            rollout_n=1,
-            # Only validated here: the mini-batch size travels with each batch (see train_step).
-            ppo_mini_batch_size=cfg.mini_batch_size or cfg.micro_batch_size,
-            ppo_micro_batch_size_per_gpu=cfg.micro_batch_size,
-            ppo_epochs=cfg.ppo_epochs,
-            shuffle=cfg.shuffle,
-            data_loader_seed=cfg.seed,
-            use_torch_compile=cfg.use_torch_compile,
-            fsdp_config=engine,
-            optim=optim,
-            model_config=model,
-            **actor_loss_fields(cfg.loss),
-        )
-        worker = TrainingWorkerConfig(
-            model_type="language_model",
-            model_config=model,
-            engine_config=actor.engine,
-            optimizer_config=optim,
-            checkpoint_config=actor.checkpoint,
-        )
-        return actor, worker
+    def _train(self, data: TensorDict) -> TensorDict:
+        with quiet_third_party():
+            return self._worker.train_mini_batch(data)
+
+    def _write(self, out: Path) -> None:
+        write_policy(self._worker.engine, self.model_dir, self.base_dir, out)
+
+    # ---- the Trainer protocol ------------------------------------------------------------------
 
     def compute_log_probs(self, batch: SequenceBatch) -> torch.Tensor:
         """Current policy's log-prob of every response token, (B, R) (`_compute_old_log_prob`)."""
+        rows = len(batch)
+        padding = -rows % self.ranks
+        if padding:  # every rank gets the same number of rows
+            batch = batch.select(list(range(rows)) + [0] * padding)
         data = to_verl_input(
             batch,
             {},
@@ -135,13 +125,14 @@ class VerlActorTrainer:
                 # The rollouts' own sampling temperature (recorded on their spans), never a setting.
                 "temperature": batch.temperature,
                 "global_token_num": batch.attention_mask.sum(dim=1).tolist(),
-                "micro_batch_size_per_gpu": divisor_at_most(len(batch), self.config.micro_batch_size),
+                "micro_batch_size_per_gpu": divisor_at_most(
+                    len(batch) // self.ranks, self.config.micro_batch_size
+                ),
             },
         )
-        with quiet_third_party():
-            output = self._worker.infer_batch(data)
+        output = self._infer(data)
         log_probs = response_values(output, "log_probs", data)
-        return log_probs * batch.attention_mask[:, batch.prompts.shape[1] :]
+        return (log_probs * batch.attention_mask[:, batch.prompts.shape[1] :])[:rows]
 
     def train_step(self, batch: SequenceBatch, advantages: torch.Tensor) -> dict[str, float]:
         """Old log-probs, TIS weights against the rollout's logprobs, then verl's actor update."""
@@ -164,13 +155,20 @@ class VerlActorTrainer:
                 "set rollout_is_threshold=None to train on it"
             )
         real_rows = len(batch)
+        # verl splits a step into equal mini-batches, each split evenly over the ranks.
         mini_batch = self.config.mini_batch_size or len(batch)
+        mini_batch += -mini_batch % self.ranks
         padding = -len(batch) % mini_batch
         if padding:
             # verl splits a step into equal mini-batches: pad with loss-free copies (response_mask 0).
             batch = batch.select(list(range(real_rows)) + [0] * padding)
             batch.response_mask[real_rows:] = 0
             advantages = torch.cat([advantages, advantages.new_zeros((padding, advantages.shape[1]))])
+        if self.ranks > 1:
+            # verl hands rank r the r-th contiguous slice and each rank walks its slice in mini-batches:
+            # reorder so that optimiser step j sees the rows one rank would see in step j.
+            order = rank_major_order(len(batch), mini_batch, self.ranks)
+            batch, advantages = batch.select(order), advantages[order]
         old_log_probs = self.compute_log_probs(batch)
         tensors = {"old_log_probs": old_log_probs, "advantages": advantages.float() * batch.response_mask}
         is_metrics: dict[str, float] = {}
@@ -193,12 +191,12 @@ class VerlActorTrainer:
                 "seed": self.config.seed,
                 "dataloader_kwargs": {"shuffle": self.config.shuffle},
                 "compute_loss": True,
-                "micro_batch_size_per_gpu": divisor_at_most(mini_batch, self.config.micro_batch_size),
+                "micro_batch_size_per_gpu": divisor_at_most(
+                    mini_batch // self.ranks, self.config.micro_batch_size
+                ),
             },
         )
-        with quiet_third_party():
-            output = self._worker.train_mini_batch(data)
-        metrics = tu.get(output, "metrics")
+        metrics = tu.get(self._train(data), "metrics")
         result = {
             "loss": mean_metric(metrics, "loss"),
             "grad_norm": mean_metric(metrics, "grad_norm"),
@@ -218,18 +216,13 @@ class VerlActorTrainer:
         return {key: value for key, value in result.items() if value is not None}
 
     def full_state(self) -> dict[str, torch.Tensor]:
-        """Full (unsharded) weights by HF name, on the CPU; every rank must call it."""
+        """Full (unsharded) weights by HF name, on the CPU (the base's, under LoRA without merging)."""
         params, _ = self._worker.engine.get_per_tensor_param()
         return {name: tensor.detach().to("cpu", copy=True) for name, tensor in params}
 
     def save_checkpoint(self, out_dir: str | Path) -> Path:
-        """The current policy as a Hugging Face directory (weights, config, the source's tokenizer files)."""
-        import torch.distributed as dist
-
+        """The current policy as a Hugging Face directory (weights, config, the source's tokenizer files);
+        under LoRA the adapter directory instead, pointing at `base_dir`."""
         out = Path(out_dir)
-        state = self.full_state()
-        if not dist.is_initialized() or dist.get_rank() == 0:
-            save_hf_model(state.items(), self.model_dir, out)
-        if dist.is_initialized():
-            dist.barrier()
+        self._write(out)
         return out

@@ -20,6 +20,7 @@ class Role(StrEnum):
     ALGORITHM = "algorithm"
     RUNNER = "runner"
     APPROVER = "approver"
+    VIEWER = "viewer"
     AGENT = "agent"
 
 
@@ -49,6 +50,8 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
     Role.RUNNER: frozenset({Permission.READ_RUNTIME, Permission.CLAIM, Permission.WRITE_TELEMETRY}),
     # An approver judges evidence (spans, rewards) before moving `approved`: it reads, it never writes it.
     Role.APPROVER: frozenset({Permission.READ, Permission.READ_RUNTIME, Permission.APPROVE}),
+    # Read-only: a person looking (the dashboard at /ui, `lightningrl dashboard`), never writing.
+    Role.VIEWER: frozenset({Permission.READ, Permission.READ_RUNTIME}),
     # An agent key grants only writes to its own attempt, checked by `Caller.require_attempt`.
     Role.AGENT: frozenset(),
 }
@@ -58,6 +61,7 @@ ENV_VARS: dict[Role, str] = {
     Role.ALGORITHM: "LIGHTNINGRL_ALGORITHM_TOKEN",
     Role.RUNNER: "LIGHTNINGRL_RUNNER_TOKEN",
     Role.APPROVER: "LIGHTNINGRL_APPROVER_TOKEN",
+    Role.VIEWER: "LIGHTNINGRL_VIEWER_TOKEN",
 }
 AGENT_SECRET_ENV = "LIGHTNINGRL_AGENT_SECRET"
 
@@ -137,7 +141,7 @@ class TokenConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TokenConfig:
-        """From LIGHTNINGRL_{ADMIN,ALGORITHM,RUNNER,APPROVER}_TOKEN (comma-separated) and
+        """From LIGHTNINGRL_{ADMIN,ALGORITHM,RUNNER,APPROVER,VIEWER}_TOKEN (comma-separated) and
         LIGHTNINGRL_AGENT_SECRET."""
         env = os.environ if environ is None else environ
         data: dict[str, object] = {}

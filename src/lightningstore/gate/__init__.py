@@ -12,13 +12,24 @@ from lightningstore.gate.evidence import (
     Evidence,
     EvidenceKind,
     EvidenceRecord,
+    OutcomeSource,
     RollbackDrill,
 )
-from lightningstore.gate.policy import CanaryLimits, GatePolicy, StopThresholds
+from lightningstore.gate.plan import PLAN_FIELDS, PlanBody, TrainingPlan
+from lightningstore.gate.policy import CanaryLimits, DeploymentEnvironment, GatePolicy, StopThresholds
 from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import DataSnapshot, EvaluatorRef, ReceiptBody, UpdateReceipt, digest
 from lightningstore.gate.records import GateRecords
-from lightningstore.gate.verdict import DEPENDS_ON, Basis, GateReport, Verdict, stale_parts, verdict_of
+from lightningstore.gate.verdict import (
+    DEPENDS_ON,
+    ENVIRONMENT_PARTS,
+    Basis,
+    GateReport,
+    Verdict,
+    relied_on,
+    stale_parts,
+    verdict_of,
+)
 
 
 def __getattr__(name: str):
@@ -36,6 +47,11 @@ def __getattr__(name: str):
 
 __all__ = [
     "DEPENDS_ON",
+    "ENVIRONMENT_PARTS",
+    "DeploymentEnvironment",
+    "PLAN_FIELDS",
+    "PlanBody",
+    "TrainingPlan",
     "Approval",
     "Basis",
     "CanaryLimits",
@@ -50,6 +66,7 @@ __all__ = [
     "Evidence",
     "EvidenceKind",
     "EvidenceRecord",
+    "OutcomeSource",
     "GatePolicy",
     "GateRecords",
     "GateReport",
@@ -62,6 +79,7 @@ __all__ = [
     "Verdict",
     "digest",
     "gate_records",
+    "relied_on",
     "stale_parts",
     "verdict_of",
 ]

@@ -17,6 +17,14 @@ class EvidenceKind(StrEnum):
     APPROVAL = "approval"
 
 
+class OutcomeSource(StrEnum):
+    """Who established an outcome. Only a deterministic check of the destination verifies it."""
+
+    VERIFIER = "verifier"
+    JUDGE = "judge"
+    HUMAN = "human"
+
+
 class CanaryOutcome(BaseModel):
     """What the verifier found at one canary task's destination."""
 
@@ -24,6 +32,10 @@ class CanaryOutcome(BaseModel):
     rollout_id: str | None = None
     verified: bool
     reason: str
+    source: OutcomeSource = OutcomeSource.VERIFIER
+    """A judge's or a person's finding is kept and shown as such, never counted as verified."""
+    uncertainty: float | None = Field(default=None, ge=0, le=1)
+    """For judge or human evidence: how unsure the finding is (0 sure, 1 a guess)."""
     harmful: list[str] = Field(default_factory=list)
     """Effects the verifier recorded as harmful (an extra row, a deleted file, ...)."""
 
@@ -45,6 +57,9 @@ class CanaryRun(BaseModel):
     seconds: float = 0.0
     task_digest: str
     evaluator: str | None = None
+    environment: dict[str, str | None] = Field(default_factory=dict)
+    """The deployment environment the run acted through (basis parts: tool contract, permissions,
+    destination, model server); a later change of any makes the run stale."""
 
 
 class RollbackDrill(BaseModel):

@@ -11,6 +11,7 @@ from lightningstore.client import StoreClient, _seg
 from lightningstore.errors import NotFoundError
 from lightningstore.gate.evaluator import Evaluator
 from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
+from lightningstore.gate.plan import PlanBody, TrainingPlan
 from lightningstore.gate.policy import GatePolicy
 from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
@@ -43,6 +44,18 @@ class HttpGateRecords(GateRecords):
             "POST", "/v1/gate/receipts", {"body": body.model_dump(mode="json"), "actor": _actor(created_by)}
         )
         return UpdateReceipt.model_validate(data)
+
+    async def add_plan(self, body: PlanBody, *, created_by: str) -> TrainingPlan:
+        data = await self._json(
+            "POST", "/v1/gate/plans", {"body": body.model_dump(mode="json"), "actor": _actor(created_by)}
+        )
+        return TrainingPlan.model_validate(data)
+
+    async def get_plan(self, plan_id: str) -> TrainingPlan | None:
+        try:
+            return TrainingPlan.model_validate(await self._json("GET", f"/v1/gate/plans/{_seg(plan_id)}"))
+        except NotFoundError:
+            return None
 
     async def get_receipt(self, receipt_id: str) -> UpdateReceipt | None:
         try:

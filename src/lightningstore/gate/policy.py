@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_SPAN_COVERAGE = ("agent", "llm", "reward")
@@ -31,6 +33,21 @@ class StopThresholds(BaseModel):
     """How many of the most recent finished train rollouts the coverage and retry checks look at."""
 
 
+class DeploymentEnvironment(BaseModel):
+    """What the agent acts through in production; a change makes the evidence that relied on it stale."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_contract: dict[str, Any] = Field(default_factory=dict)
+    """The tools the agent may call and their contracts (name -> schema or version)."""
+    permissions: list[str] = Field(default_factory=list)
+    """What the agent's credentials allow (scopes, roles)."""
+    destination: str | None = None
+    """Where its effects land (a database, a bucket, an API)."""
+    model_server: str | None = None
+    """What serves the model (engine, version, hardware, endpoints)."""
+
+
 class GatePolicy(BaseModel):
     """Release policy of one resource."""
 
@@ -39,7 +56,9 @@ class GatePolicy(BaseModel):
     resource_name: str = Field(min_length=1, max_length=200)
     evaluator: str | None = None
     """The registered evaluator receipts of this resource pin by default."""
-    retry_budget: int = Field(default=5, ge=0)
+    retry_budget: int = Field(default=0, ge=0)
+    """Unexpected retries a release may carry. Zero unless the policy says otherwise before training:
+    a receipt pins the budget of the policy in force when it is filed."""
     span_coverage: list[str] = Field(default_factory=lambda: list(DEFAULT_SPAN_COVERAGE))
     min_holdout_gain: float = 0.0
     """The candidate's mean holdout reward must exceed its parent's by more than this."""
@@ -49,3 +68,10 @@ class GatePolicy(BaseModel):
     attempt's failure reason contains one of these."""
     canary: CanaryLimits = Field(default_factory=CanaryLimits)
     stop: StopThresholds = Field(default_factory=StopThresholds)
+    environment: DeploymentEnvironment = Field(default_factory=DeploymentEnvironment)
+    canary_approvers: list[str] = Field(default_factory=list)
+    """Actors whose approval counts for a canary (copied into each training plan; empty: any approver)."""
+    default_approvers: list[str] = Field(default_factory=list)
+    """Actors who may make a candidate the default (copied into each training plan; empty: any approver)."""
+    require_plan: bool = False
+    """Hold receipts whose candidate names no training plan filed before training."""

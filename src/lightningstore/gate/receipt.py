@@ -64,6 +64,8 @@ class ReceiptBody(BaseModel):
     """Unexpected retries the train and holdout data may contain."""
     span_coverage: list[str] = Field(default_factory=list)
     """Span kinds every finished rollout must have (agent, llm, reward, tool, step)."""
+    plan_id: str | None = Field(default=None, max_length=64)
+    """The training plan filed before training (its fields above are copied from it, never changed)."""
 
 
 class UpdateReceipt(ReceiptBody):

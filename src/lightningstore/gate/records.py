@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 
 from lightningstore.gate.evaluator import Evaluator
 from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
+from lightningstore.gate.plan import PlanBody, TrainingPlan
 from lightningstore.gate.policy import GatePolicy
 from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
@@ -33,6 +34,15 @@ class GateRecords(ABC):
         self, *, resource_name: str | None = None, candidate_version_id: str | None = None
     ) -> list[UpdateReceipt]:
         """Receipts matching the filters, oldest first."""
+
+    @abstractmethod
+    async def add_plan(self, body: PlanBody, *, created_by: str) -> TrainingPlan:
+        """Store a training plan under the digest of its body; the same body again returns the stored
+        plan unchanged (plans are immutable)."""
+
+    @abstractmethod
+    async def get_plan(self, plan_id: str) -> TrainingPlan | None:
+        """The plan, or None."""
 
     @abstractmethod
     async def add_report(self, report: GateReport) -> GateReport:

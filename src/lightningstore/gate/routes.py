@@ -20,6 +20,7 @@ from lightningstore.gate.authority import (
 from lightningstore.gate.evaluator import Evaluator
 from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
 from lightningstore.gate.open import gate_records
+from lightningstore.gate.plan import PlanBody, TrainingPlan
 from lightningstore.gate.policy import GatePolicy
 from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
@@ -39,6 +40,10 @@ class _ActorIn(BaseModel):
 
 class ReceiptIn(_ActorIn):
     body: ReceiptBody
+
+
+class PlanIn(_ActorIn):
+    body: PlanBody
 
 
 class EvidenceIn(_ActorIn):
@@ -67,6 +72,25 @@ async def add_receipt(request: Request, body: ReceiptIn) -> UpdateReceipt:
     gate, caller = _context(request)
     require_role(caller, FILE_RECEIPT, "file receipts")
     return await gate.add_receipt(body.body, created_by=recorded_by(caller, body.actor))
+
+
+@router.post("/plans")
+async def add_plan(request: Request, body: PlanIn) -> TrainingPlan:
+    """File an immutable training plan before training (same body again: the stored one)."""
+    gate, caller = _context(request)
+    require_role(caller, FILE_RECEIPT, "file training plans")
+    return await gate.add_plan(body.body, created_by=recorded_by(caller, body.actor))
+
+
+@router.get("/plans/{plan_id:id}")
+async def get_plan(request: Request, plan_id: str) -> TrainingPlan:
+    """One training plan (404 when there is none)."""
+    gate, caller = _context(request)
+    require_reader(caller)
+    plan = await gate.get_plan(plan_id)
+    if plan is None:
+        raise NotFoundError("training plan", plan_id)
+    return plan
 
 
 @router.get("/receipts")

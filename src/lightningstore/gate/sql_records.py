@@ -12,6 +12,7 @@ from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.gate import tables as g
 from lightningstore.gate.evaluator import Evaluator
 from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
+from lightningstore.gate.plan import PlanBody, TrainingPlan, plan_id_of
 from lightningstore.gate.policy import GatePolicy
 from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt, receipt_id_of
@@ -91,6 +92,42 @@ class SqlGateRecords(GateRecords):
         return await self._db.read(
             lambda conn: [UpdateReceipt.model_validate(r.body) for r in conn.execute(query)]
         )
+
+    # ---- training plans ----------------------------------------------------------------------------
+
+    async def add_plan(self, body: PlanBody, *, created_by: str) -> TrainingPlan:
+        body = PlanBody.model_validate(body.model_dump())
+        plan = TrainingPlan(
+            **body.model_dump(), plan_id=plan_id_of(body), created_by=created_by, create_time=time.time()
+        )
+
+        def tx(conn: sa.Connection) -> TrainingPlan:
+            row = conn.execute(
+                sa.select(g.gate_plans.c.body).where(g.gate_plans.c.plan_id == plan.plan_id)
+            ).first()
+            if row is not None:
+                return TrainingPlan.model_validate(row.body)
+            conn.execute(
+                sa.insert(g.gate_plans).values(
+                    plan_id=plan.plan_id,
+                    resource_name=plan.resource_name,
+                    body=plan.model_dump(mode="json"),
+                    created_by=created_by,
+                    create_time=plan.create_time,
+                )
+            )
+            return plan
+
+        return await self._db.write(tx)
+
+    async def get_plan(self, plan_id: str) -> TrainingPlan | None:
+        def tx(conn: sa.Connection) -> TrainingPlan | None:
+            row = conn.execute(
+                sa.select(g.gate_plans.c.body).where(g.gate_plans.c.plan_id == plan_id)
+            ).first()
+            return TrainingPlan.model_validate(row.body) if row is not None else None
+
+        return await self._db.read(tx)
 
     # ---- reports and evidence ----------------------------------------------------------------------
 

@@ -25,6 +25,17 @@ gate_receipts = sa.Table(
 )
 sa.Index("ix_gate_receipts_candidate", gate_receipts.c.candidate_version_id)
 
+gate_plans = sa.Table(
+    "gate_plans",
+    metadata,
+    sa.Column("plan_id", sa.String(64), primary_key=True),
+    sa.Column("resource_name", sa.String(200), nullable=False),
+    sa.Column("body", JsonType, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("create_time", Time, nullable=False),
+)
+sa.Index("ix_gate_plans_resource", gate_plans.c.resource_name)
+
 gate_reports = sa.Table(
     "gate_reports",
     metadata,

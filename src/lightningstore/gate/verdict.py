@@ -27,18 +27,34 @@ class Basis(BaseModel):
     holdout: str
     protected: str
     canary: str | None = None
+    tool_contract: str | None = None
+    permissions: str | None = None
+    destination: str | None = None
+    model_server: str | None = None
+    """Digests of the policy's deployment environment, part by part (None: not declared)."""
+    retry_policy: str | None = None
+    """Digest of the retry budget and the markers of expected retries."""
+
+
+ENVIRONMENT_PARTS = ("tool_contract", "permissions", "destination", "model_server")
 
 
 # Which parts of the basis each check reads (docs/architecture.md, "The release gate": evaluator, parent, task distribution).
 DEPENDS_ON: dict[CheckName, tuple[str, ...]] = {
     CheckName.PINNED: ("evaluator", "parent", "train", "holdout"),
     CheckName.COVERAGE: ("train", "holdout"),
-    CheckName.RETRY_DEBT: ("train", "holdout"),
+    CheckName.RETRY_DEBT: ("train", "holdout", "retry_policy"),
     CheckName.HOLDOUT: ("evaluator", "parent", "holdout"),
     CheckName.PROTECTED: ("evaluator", "parent", "protected"),
-    CheckName.CANARY: ("evaluator", "canary"),
-    CheckName.ROLLBACK: ("parent",),
+    # A canary observed the agent acting through these tools, credentials, destination and server.
+    CheckName.CANARY: ("evaluator", "canary", *ENVIRONMENT_PARTS),
+    CheckName.ROLLBACK: ("parent", "model_server"),
 }
+
+
+def relied_on(check: CheckName, basis: Basis) -> dict[str, str | None]:
+    """The basis parts a check's result rests on, with their values (kept with the result)."""
+    return {part: getattr(basis, part) for part in DEPENDS_ON[check]}
 
 
 def stale_parts(check: CheckName, then: Basis, now: Basis) -> list[str]:

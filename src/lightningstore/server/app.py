@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
@@ -46,6 +47,8 @@ def build_app(
     close_store: bool = False,
     rate_limit: float | None = None,
     rate_burst: int | None = None,
+    ui: bool = True,
+    ui_metrics_csv: str | Path | None = None,
 ) -> FastAPI:
     """The store server's HTTP API. No tokens (or an empty TokenConfig) = dev mode: every caller is admin.
 
@@ -55,7 +58,9 @@ def build_app(
     `sweep_interval` seconds between watchdog sweeps (None: no background watchdog);
     `close_store` closes the store when the app shuts down;
     `rate_limit` requests/second per caller (None: unlimited) with bursts of `rate_burst` requests
-    (default: one second's worth); over it a caller gets 429 with Retry-After.
+    (default: one second's worth); over it a caller gets 429 with Retry-After;
+    `ui` mounts the dashboard at /ui (`lightningstore.server.ui`), whose training page charts
+    `ui_metrics_csv` (a run's metrics.csv) when given.
     """
     if rate_limit is None and rate_burst is not None:
         raise ValueError(f"rate_burst={rate_burst!r} needs a rate_limit")
@@ -107,4 +112,8 @@ def build_app(
         from lightningstore.gate.routes import install_gate
 
         install_gate(app)  # the release gate's records (docs/architecture.md, "The release gate")
+    if ui:
+        from lightningstore.server.ui import install_ui
+
+        install_ui(app, metrics_csv=ui_metrics_csv)
     return app

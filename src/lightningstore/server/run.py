@@ -41,10 +41,12 @@ def serve(
     log_level: str = "warning",
     rate_limit: float | None = None,
     rate_burst: int | None = None,
+    metrics_csv: str | None = None,
 ) -> None:
     """Serve a SqlStore on `db` until interrupted; refuses a non-loopback host without tokens.
 
-    `rate_limit` requests/second per caller (None: unlimited), bursts of `rate_burst` (see build_app).
+    `rate_limit` requests/second per caller (None: unlimited), bursts of `rate_burst` (see build_app);
+    `metrics_csv`: the run whose metrics the dashboard's training page charts.
     """
     import uvicorn
 
@@ -64,6 +66,7 @@ def serve(
         close_store=True,
         rate_limit=rate_limit,
         rate_burst=rate_burst,
+        ui_metrics_csv=metrics_csv,
     )
     config = uvicorn.Config(
         app,
@@ -91,7 +94,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tokens-file",
         help="JSON {role: token | [tokens], agent_secret: str}; "
-        "adds to LIGHTNINGRL_{ADMIN,ALGORITHM,RUNNER,APPROVER}_TOKEN / LIGHTNINGRL_AGENT_SECRET",
+        "adds to LIGHTNINGRL_{ADMIN,ALGORITHM,RUNNER,APPROVER,VIEWER}_TOKEN / LIGHTNINGRL_AGENT_SECRET",
     )
     parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     parser.add_argument(
@@ -109,6 +112,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         metavar="N",
         help="most requests a caller may send at once (bucket size; default: one second's worth)",
+    )
+    parser.add_argument(
+        "--metrics-csv",
+        default=os.environ.get("LIGHTNINGRL_METRICS_CSV"),
+        metavar="PATH",
+        help="a training run's metrics.csv for the dashboard's training page (/ui/training); "
+        "default: $LIGHTNINGRL_METRICS_CSV, else the metrics stored with each published version",
     )
     parser.add_argument("--log-level", default="warning")
 
@@ -147,6 +157,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         rate_limit=args.rate_limit or None,
         rate_burst=args.rate_burst,
+        metrics_csv=args.metrics_csv,
     )
     return 0
 

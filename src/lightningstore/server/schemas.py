@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from lightningstore.resource import Pointer, Resource
+from lightningstore.reward import RewardIn
 from lightningstore.rollout import RolloutConfig
+from lightningstore.span import SpanIn
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
 from lightningstore.store import MAX_READ_ATTRIBUTES, MAX_READ_IDS
 
@@ -45,6 +47,15 @@ class UpdateAttemptBody(Body):
     failure_reason: str | None = None
     worker_id: str | None = Field(default=None, max_length=200)
     metadata: dict[str, Any] | None = None
+
+
+class FinishAttemptBody(Body):
+    """`finish_attempt`: the ending, and the attempt's last spans and rewards."""
+
+    status: AttemptStatus
+    failure_reason: str | None = None
+    spans: list[SpanIn] = Field(default_factory=list, max_length=100_000)
+    rewards: list[RewardIn] = Field(default_factory=list, max_length=10_000)
 
 
 class UpdateRolloutBody(Body):

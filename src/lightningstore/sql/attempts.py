@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import sqlalchemy as sa
 
 from lightningstore.attempt import Attempt
+from lightningstore.attempt_end import ending_status, owned_rewards
 from lightningstore.errors import IllegalTransitionError, InvalidInputError, NotFoundError
+from lightningstore.reward import RewardIn
 from lightningstore.rollout import RolloutConfig
+from lightningstore.span import SpanIn
 from lightningstore.sql import statements as q
 from lightningstore.sql import tables as t
 from lightningstore.sql.database import SqlDatabase, parse_enum
 from lightningstore.sql.lifecycle import SqlLifecycle
+from lightningstore.sql.spans import SpanBatch, SqlSpans
 from lightningstore.status import AttemptStatus, WorkerStatus
 from lightningstore.unset import UNSET, Unset
 
@@ -20,9 +25,10 @@ from lightningstore.unset import UNSET, Unset
 class SqlAttempts:
     sweep_interval = 1.0
 
-    def __init__(self, db: SqlDatabase, life: SqlLifecycle) -> None:
+    def __init__(self, db: SqlDatabase, life: SqlLifecycle, spans: SqlSpans) -> None:
         self._db = db
         self._life = life
+        self._spans = spans
         self._last_sweep = 0.0
 
     async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
@@ -78,6 +84,47 @@ class SqlAttempts:
             return attempt
 
         return await self._db.write(_tx)
+
+    async def finish_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | str,
+        failure_reason: str | None = None,
+        spans: Sequence[SpanIn] = (),
+        rewards: Sequence[RewardIn] = (),
+    ) -> Attempt:
+        ending = ending_status(status)
+        batch = SpanBatch.of(spans)
+        checked = owned_rewards(rewards, rollout_id, attempt_id)
+        for span in batch.spans:
+            if (span.rollout_id, span.attempt_id) != (rollout_id, attempt_id):
+                raise InvalidInputError(
+                    "spans",
+                    f"span {span.span_id!r} belongs to attempt {span.attempt_id!r} of rollout "
+                    f"{span.rollout_id!r}, not to attempt {attempt_id!r} of rollout {rollout_id!r}",
+                )
+
+        def _tx(conn: sa.Connection) -> tuple[Attempt, IllegalTransitionError | None]:
+            self._life.get_attempt(conn, rollout_id, attempt_id)  # NotFoundError before anything is written
+            if batch.unique:
+                self._spans.store_spans(conn, batch)
+            for reward in checked:
+                self._spans.store_reward(conn, reward)
+            attempt = self._life.get_attempt(conn, rollout_id, attempt_id)  # a span may have woken it
+            if attempt.status == ending:
+                return attempt, None  # a repeated finish
+            if attempt.status.terminal:  # ended elsewhere: its telemetry is kept, the ending refused
+                return attempt, IllegalTransitionError(
+                    "attempt", attempt_id, attempt.status.value, ending.value
+                )
+            return self._life.finish_attempt(conn, attempt, ending, failure_reason), None
+
+        attempt, refused = await self._db.write(_tx)
+        if refused is not None:
+            raise refused
+        return attempt
 
     # ---- the watchdog --------------------------------------------------------------------------
 

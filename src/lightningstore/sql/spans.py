@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -41,44 +42,58 @@ def span_row(span: SpanIn) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class SpanBatch:
+    """Spans to insert, checked and turned into rows before the write transaction starts."""
+
+    spans: list[SpanIn]
+    unique: dict[SpanKey, SpanIn]
+    rows: list[dict[str, Any]]
+    attempt_ids: list[str]
+
+    @classmethod
+    def of(cls, spans: Sequence[SpanIn]) -> SpanBatch:
+        checked = [s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in spans]
+        unique: dict[SpanKey, SpanIn] = {}
+        for span in checked:
+            unique.setdefault((span.attempt_id, span.span_id), span)
+        # Built here, not on the writer thread, so that it does not lengthen the write transaction.
+        rows = [span_row(span) for span in unique.values()]
+        return cls(checked, unique, rows, list({span.attempt_id for span in unique.values()}))
+
+
 class SqlSpans:
     def __init__(self, db: SqlDatabase, life: SqlLifecycle) -> None:
         self._db = db
         self._life = life
 
     async def add_many_spans(self, spans: Sequence[SpanIn]) -> list[Span]:
-        spans = [s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in spans]
-        if not spans:
+        batch = SpanBatch.of(spans)
+        if not batch.unique:
             return []
-        unique: dict[SpanKey, SpanIn] = {}
-        for span in spans:
-            unique.setdefault((span.attempt_id, span.span_id), span)
-        # Built here, not on the writer thread, so that it does not lengthen the write transaction.
-        rows = [span_row(span) for span in unique.values()]
-        attempt_ids = list({span.attempt_id for span in unique.values()})
+        stored = await self._db.write(lambda conn: self.store_spans(conn, batch))
+        return [stored[(s.attempt_id, s.span_id)] for s in batch.spans]
 
-        def _tx(conn: sa.Connection) -> dict[SpanKey, Span]:
-            # One statement per attempt checks it and records the spans as its heartbeat.
-            now = self._db.now()
-            attempts: dict[str, Attempt] = {}
-            for attempt_id in attempt_ids:
-                row = q.TOUCH_ATTEMPT.run(conn, {"p_attempt_id": attempt_id, "p_time": now}).first()
-                if row is not None:
-                    attempts[attempt_id] = attempt_from_row(row)
-            self._check_span_owners(unique.values(), attempts)
-            stored: dict[SpanKey, Span] = {}
-            for r in q.INSERT_SPANS[self._db.dialect].run(conn, rows).rows:
-                key = (r["attempt_id"], r["span_id"])
-                stored[key] = Span.model_validate({**unique[key].__dict__, "sequence_id": r["sequence_id"]})
-            repeats = [key for key in unique if key not in stored]
-            if repeats:  # a repeat returns the stored copy, not the one sent again
-                stored.update(self._select_spans(conn, repeats))
-            for attempt in attempts.values():
-                self._wake_by_span(conn, attempt)
-            return stored
-
-        stored = await self._db.write(_tx)
-        return [stored[(s.attempt_id, s.span_id)] for s in spans]
+    def store_spans(self, conn: sa.Connection, batch: SpanBatch) -> dict[SpanKey, Span]:
+        """Insert a batch inside a write transaction: check and touch each attempt, wake preparing ones."""
+        # One statement per attempt checks it and records the spans as its heartbeat.
+        now = self._db.now()
+        attempts: dict[str, Attempt] = {}
+        for attempt_id in batch.attempt_ids:
+            row = q.TOUCH_ATTEMPT.run(conn, {"p_attempt_id": attempt_id, "p_time": now}).first()
+            if row is not None:
+                attempts[attempt_id] = attempt_from_row(row)
+        self._check_span_owners(batch.unique.values(), attempts)
+        stored: dict[SpanKey, Span] = {}
+        for r in q.INSERT_SPANS[self._db.dialect].run(conn, batch.rows).rows:
+            key = (r["attempt_id"], r["span_id"])
+            stored[key] = Span.model_validate({**batch.unique[key].__dict__, "sequence_id": r["sequence_id"]})
+        repeats = [key for key in batch.unique if key not in stored]
+        if repeats:  # a repeat returns the stored copy, not the one sent again
+            stored.update(self._select_spans(conn, repeats))
+        for attempt in attempts.values():
+            self._wake_by_span(conn, attempt)
+        return stored
 
     @staticmethod
     def _check_span_owners(spans: Any, attempts: dict[str, Attempt]) -> None:
@@ -113,23 +128,23 @@ class SqlSpans:
 
     async def add_reward(self, reward: RewardIn) -> Reward:
         reward = reward if isinstance(reward, RewardIn) else RewardIn.model_validate(reward)
+        return await self._db.write(lambda conn: self.store_reward(conn, reward))
 
-        def _tx(conn: sa.Connection) -> Reward:
-            self._life.get_rollout(conn, reward.rollout_id)
-            if reward.attempt_id is not None:
-                self._life.get_attempt(conn, reward.rollout_id, reward.attempt_id)
-            if reward.reward_id is not None:
-                row = q.SELECT_REWARD.run(conn, {"reward_id": reward.reward_id}).first()
-                if row is not None:
-                    stored = reward_from_row(row)
-                    if stored.value != reward.value or stored.rollout_id != reward.rollout_id:
-                        raise ConflictError(f"reward {reward.reward_id!r} already exists with other content")
-                    return stored
-            stored = Reward(
-                **{**reward.model_dump(), "reward_id": reward.reward_id or new_id("rw")},
-                create_time=self._db.now(),
-            )
-            conn.execute(q.INSERT_REWARD, [stored.model_dump(mode="json")])
-            return stored
-
-        return await self._db.write(_tx)
+    def store_reward(self, conn: sa.Connection, reward: RewardIn) -> Reward:
+        """Insert a reward inside a write transaction (idempotent on `reward_id`)."""
+        self._life.get_rollout(conn, reward.rollout_id)
+        if reward.attempt_id is not None:
+            self._life.get_attempt(conn, reward.rollout_id, reward.attempt_id)
+        if reward.reward_id is not None:
+            row = q.SELECT_REWARD.run(conn, {"reward_id": reward.reward_id}).first()
+            if row is not None:
+                stored = reward_from_row(row)
+                if stored.value != reward.value or stored.rollout_id != reward.rollout_id:
+                    raise ConflictError(f"reward {reward.reward_id!r} already exists with other content")
+                return stored
+        stored = Reward(
+            **{**reward.model_dump(), "reward_id": reward.reward_id or new_id("rw")},
+            create_time=self._db.now(),
+        )
+        conn.execute(q.INSERT_REWARD, [stored.model_dump(mode="json")])
+        return stored

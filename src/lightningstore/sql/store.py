@@ -56,9 +56,9 @@ class SqlStore(LightningStore):
         self.database = SqlDatabase(url, engine=engine, threads=threads)
         life = SqlLifecycle(self.database)
         self._queries = SqlQueries(self.database, life)
-        self._attempts = SqlAttempts(self.database, life)
-        self._rollouts = SqlRollouts(self.database, life, self._queries, self._attempts)
         self._spans = SqlSpans(self.database, life)
+        self._attempts = SqlAttempts(self.database, life, self._spans)
+        self._rollouts = SqlRollouts(self.database, life, self._queries, self._attempts)
         self._workers = SqlWorkers(self.database)
         self._resources = SqlResources(self.database)
 
@@ -151,6 +151,20 @@ class SqlStore(LightningStore):
             failure_reason=failure_reason,
             worker_id=worker_id,
             metadata=metadata,
+        )
+
+    async def finish_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | str,
+        failure_reason: str | None = None,
+        spans: Sequence[SpanIn] = (),
+        rewards: Sequence[RewardIn] = (),
+    ) -> Attempt:
+        return await self._attempts.finish_attempt(
+            rollout_id, attempt_id, status=status, failure_reason=failure_reason, spans=spans, rewards=rewards
         )
 
     async def sweep_stale_attempts(self, now: float | None = None) -> list[Attempt]:

@@ -7,7 +7,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from runner.agent import LitAgent
+from runner.controllers.egress import EgressPolicy, render_network_policy
 from runner.controllers.environment import attempt_environment
 from runner.resources import AgentResources
 
@@ -57,6 +58,9 @@ class JobSpec:
     namespace: str = "default"
     ttl_seconds_after_finished: int = 600
     service_account: str | None = None
+    egress: EgressPolicy | None = field(default_factory=EgressPolicy)
+    """The NetworkPolicy the controller keeps beside its Jobs: rollout pods reach the gateway and DNS
+    only. None leaves egress as the cluster has it."""
 
 
 def render_job(
@@ -102,6 +106,9 @@ class KubernetesController(LitAgent):
         self.spec = spec
         self.store_url = store_url
         self.api = k8s.BatchV1Api(api_client)
+        self.networking = k8s.NetworkingV1Api(api_client)
+        self._policy_ready = False
+        self._policy_lock = asyncio.Lock()
         self.template = template
         self.poll_interval = poll_interval
         self.delete_timeout = delete_timeout
@@ -110,12 +117,32 @@ class KubernetesController(LitAgent):
     async def rollout(self, task: Any, resources: AgentResources) -> None:
         body = render_job(self.spec, resources, task, store_url=self.store_url, template=self.template)
         job_name = body["metadata"]["name"]
+        await self.ensure_network_policy()
         await self._create(body, resources.attempt_id)
         try:
             await self._wait(job_name)
         except asyncio.CancelledError:
             await self._delete(job_name)
             raise
+
+    async def ensure_network_policy(self) -> None:
+        """Create (or bring up to date) the egress NetworkPolicy once, before the first Job starts."""
+        if self.spec.egress is None or self._policy_ready:
+            return
+        async with self._policy_lock:
+            if self._policy_ready:
+                return
+            body = render_network_policy(self.spec.egress, self.spec.namespace, self.store_url)
+            name, namespace = body["metadata"]["name"], self.spec.namespace
+            try:
+                await asyncio.to_thread(self.networking.create_namespaced_network_policy, namespace, body)
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+                await asyncio.to_thread(
+                    self.networking.replace_namespaced_network_policy, name, namespace, body
+                )
+            self._policy_ready = True
 
     async def _create(self, body: dict[str, Any], attempt_id: str) -> None:
         """Create the Job; a leftover Job of an earlier attempt of the same rollout is replaced."""

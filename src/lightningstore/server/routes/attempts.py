@@ -1,4 +1,4 @@
-"""Attempt routes: manual claim, heartbeat, update, list, latest, and minting agent keys."""
+"""Attempt routes: manual claim, heartbeat, update, finish, list, latest, and minting agent keys."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from lightningstore.auth.agent_key import agent_key
 from lightningstore.auth.tokens import Permission
 from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.server.auth import context
-from lightningstore.server.schemas import AgentKey, UpdateAttemptBody, WorkerRef
+from lightningstore.server.schemas import AgentKey, FinishAttemptBody, UpdateAttemptBody, WorkerRef
 
 router = APIRouter(prefix="/v1/rollouts/{rollout_id:id}/attempts", tags=["attempts"])
 
@@ -55,6 +55,23 @@ async def update_attempt(
     caller.require(Permission.CLAIM)
     fields = {k: getattr(body, k) for k in body.model_fields_set}
     return await store.update_attempt(rollout_id, attempt_id, **fields)
+
+
+@router.post("/{attempt_id:id}/finish")
+async def finish_attempt(
+    request: Request, rollout_id: str, attempt_id: str, body: FinishAttemptBody
+) -> Attempt:
+    """Store the attempt's last spans and rewards and end it, in one transaction."""
+    store, caller = context(request)
+    caller.require(Permission.CLAIM)
+    return await store.finish_attempt(
+        rollout_id,
+        attempt_id,
+        status=body.status,
+        failure_reason=body.failure_reason,
+        spans=body.spans,
+        rewards=body.rewards,
+    )
 
 
 @router.post("/{attempt_id:id}/agent-key")

@@ -1,0 +1,94 @@
+"""The verl configs of one actor: what `ActorRolloutRefWorker.init_model` would build from ours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lightningrl.adapter import base_of, is_adapter_dir
+from lightningrl.advantages import actor_loss_fields
+from lightningrl.trainer.config import TrainerConfig
+
+
+def verl_configs(model_dir: Path, cfg: TrainerConfig, device: str) -> tuple[Any, Any]:
+    """(FSDPActorConfig, TrainingWorkerConfig) for training the checkpoint at `model_dir`.
+
+    `model_dir` may be a LoRA adapter directory: the engine then loads its base and continues the
+    adapter (`lora_rank` must be set, as it is for the run that wrote it).
+    """
+    from verl.workers.config import (
+        FSDPActorConfig,
+        FSDPEngineConfig,
+        FSDPOptimizerConfig,
+        HFModelConfig,
+        TrainingWorkerConfig,
+    )
+
+    adapter = is_adapter_dir(model_dir)
+    if adapter and cfg.lora_rank == 0:
+        raise ValueError(
+            f"checkpoint {str(model_dir)!r} is a LoRA adapter: set trainer.lora_rank > 0 to continue it"
+        )
+    param_dtype = cfg.param_dtype or ("fp32" if device == "cpu" else "bf16")
+    lora: dict[str, Any] = {}
+    if cfg.lora_rank > 0:
+        lora = {
+            "lora_rank": cfg.lora_rank,
+            "lora_alpha": cfg.lora_alpha,
+            "target_modules": cfg.lora_targets,
+            "lora_adapter_path": str(model_dir) if adapter else None,
+        }
+    model = HFModelConfig(
+        path=str(base_of(model_dir)),
+        override_config={"attn_implementation": cfg.attn_implementation},
+        # Packed (padding-free) batches need flash-attn varlen kernels; sdpa needs the padded path.
+        use_remove_padding=False,
+        enable_gradient_checkpointing=cfg.gradient_checkpointing,
+        **lora,
+    )
+    engine = FSDPEngineConfig(
+        strategy=cfg.strategy,
+        model_dtype="fp32",
+        mixed_precision={"param_dtype": param_dtype, "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
+        use_torch_compile=cfg.use_torch_compile,
+        use_dynamic_bsz=False,
+        micro_batch_size_per_gpu=cfg.micro_batch_size,
+        infer_micro_batch_size_per_gpu=cfg.micro_batch_size,
+        use_remove_padding=False,
+        seed=cfg.seed,
+        full_determinism=cfg.full_determinism,
+    )
+    optim = FSDPOptimizerConfig(
+        lr=cfg.lr,
+        betas=cfg.betas,
+        weight_decay=cfg.weight_decay,
+        clip_grad=cfg.grad_clip,
+        total_training_steps=cfg.total_training_steps,
+        optimizer=cfg.optimizer,
+        lr_scheduler_type=cfg.lr_schedule,
+        min_lr_ratio=cfg.min_lr_ratio,
+        override_optimizer_config=cfg.optimizer_kwargs,
+    )
+    actor = FSDPActorConfig(
+        strategy=cfg.strategy,
+        rollout_n=1,
+        # Only validated here: the mini-batch size travels with each batch (see train_step).
+        ppo_mini_batch_size=cfg.mini_batch_size or cfg.micro_batch_size,
+        ppo_micro_batch_size_per_gpu=cfg.micro_batch_size,
+        ppo_epochs=cfg.ppo_epochs,
+        shuffle=cfg.shuffle,
+        data_loader_seed=cfg.seed,
+        use_torch_compile=cfg.use_torch_compile,
+        fsdp_config=engine,
+        optim=optim,
+        model_config=model,
+        **actor_loss_fields(cfg.loss),
+    )
+    worker = TrainingWorkerConfig(
+        model_type="language_model",
+        model_config=model,
+        engine_config=actor.engine,
+        optimizer_config=optim,
+        checkpoint_config=actor.checkpoint,
+    )
+    return actor, worker
