@@ -102,6 +102,12 @@ def fit(
     engine = resolve_engine(engine, vllm_python)
     if engine == "vllm":
         check_reloadable(model_dir)
+        if cfg.trainer.lora_rank > 0:
+            raise ValueError(
+                "engine='vllm' with trainer.lora_rank > 0 is not wired in fit yet: start vLLM with "
+                "`lightningrl serve-model --engine vllm --lora-rank R`, publish an LLM whose model is the "
+                "adapter's name, and pass that store (docs/serving.md); or use engine='ours'"
+            )
     server = InferenceEngine(engine, vllm_python=str(vllm_python) if vllm_python else None)
     cfg = dataclasses.replace(cfg, engine=engine)
     if workers < 1:

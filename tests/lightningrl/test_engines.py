@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
-from engine_stack import TOOL_QUESTION, TOOLS, Live, serve
+from engine_stack import TOOL_QUESTION, TOOLS, Live, require_vllm_python, serve
 
 from lightningrl import fit
 from lightningrl.cli import main as cli_main
@@ -24,6 +24,7 @@ from lightningrl.serving.vllm import (
     resolve_engine,
     vllm_command,
     vllm_env,
+    vllm_importable,
     vllm_python,
 )
 from lightningrl.tinylm import build_tiny_model
@@ -123,6 +124,8 @@ async def test_our_weight_sync_is_detected_and_reloads(ours: Live, tied: Path) -
 
 
 def test_engine_choice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    python = require_vllm_python()
+    assert vllm_importable(python) and not vllm_importable(str(tmp_path / "no-python"))
     assert resolve_engine("ours") == "ours" and resolve_engine("vllm") == "vllm"
     with pytest.raises(ValueError, match="engine must be one of"):
         resolve_engine("sglang")

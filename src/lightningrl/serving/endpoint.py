@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from lightningrl.adapter import is_adapter_dir
 from lightningrl.serving.vllm import check_reloadable
 
 ENGINE_NAMES = ("ours", "vllm")
@@ -68,8 +69,7 @@ class OurEndpoint(Endpoint):
     async def sync_weights(
         self, client: httpx.AsyncClient, checkpoint: str, model: str | None = None
     ) -> None:
-        if is_adapter(checkpoint):
-            await self.load_adapter(client, model or "", checkpoint)
+        # A LoRA adapter directory too: our server loads it merged into its base (lightningrl.adapter).
         response = await client.post(f"{self.root}/reload", json={"checkpoint": checkpoint})
         _check(response, f"reload of {self.url} with {checkpoint}")
 
@@ -107,8 +107,8 @@ class VllmEndpoint(Endpoint):
 
 
 def is_adapter(checkpoint: str | Path) -> bool:
-    """Whether `checkpoint` is a PEFT adapter directory rather than a full model."""
-    return (Path(checkpoint) / "adapter_config.json").is_file()
+    """Whether `checkpoint` is a PEFT adapter directory rather than a full model (lightningrl.adapter)."""
+    return is_adapter_dir(checkpoint)
 
 
 ENDPOINTS: dict[str, type[Endpoint]] = {"ours": OurEndpoint, "vllm": VllmEndpoint}
