@@ -72,6 +72,7 @@ def fit(
       `"path/to/script.py:function"`, or a command line (a list, or any other str) run per rollout.
     - train / val: a list of dicts, a JSONL path or an iterable of dicts (see `lightningrl.datasets`).
     - config: a LightningRLConfig or a dict of its fields; its `output_dir` is set to `output_dir`.
+      `{"trainer": {"backend": "ray", "num_workers": 4}}` trains on 4 Ray ranks (docs/scaling.md).
     - store: None (`output_dir/store.db`), a SQLite path, a `postgresql://` URL, or the URL of a
       running store server (`http(s)://`; then no store server is started).
     - workers: concurrent rollouts in all, split over `runner_processes` processes

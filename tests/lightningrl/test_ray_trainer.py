@@ -122,14 +122,18 @@ def assert_adapter_dir(out: Path, base: Path, rank: int, alpha: int) -> dict[str
 
 
 def test_lora_in_process_trains_and_saves_only_the_adapter(model_dir: Path, tmp_path: Path) -> None:
-    config = TrainerConfig(lr=1e-2, micro_batch_size=4, lora_rank=4, lora_alpha=8)
+    kl = PolicyLossConfig(kl_loss_coef=0.5)
+    config = TrainerConfig(lr=1e-2, micro_batch_size=4, lora_rank=4, lora_alpha=8, loss=kl)
     trainer = VerlActorTrainer(model_dir, config)
+    assert trainer._reference is None  # the KL reference is the base: the adapter switched off
     base_before = trainer.full_state()  # under LoRA without merging: the base weights
-    _, metrics = run_steps(trainer, 1, tmp_path / "adapter")
+    _, metrics = run_steps(trainer, 2, tmp_path / "adapter")
     base_after = trainer.full_state()
     assert base_before.keys() == base_after.keys()
     assert all(torch.equal(base_before[k], base_after[k]) for k in base_before)  # the base is frozen
     assert metrics[0]["grad_norm"] > 0
+    # lora_B starts at 0, so the first step's policy IS the base; the second has moved away from it.
+    assert metrics[0]["kl_loss"] == pytest.approx(0.0, abs=1e-7) and metrics[1]["kl_loss"] > 1e-6
 
     assert_adapter_dir(tmp_path / "adapter", model_dir, rank=4, alpha=8)
     # The artifact (adapter + base pointer) loads with PEFT and scores what the trainer scores.

@@ -12,10 +12,18 @@ import torch
 from test_ray_trainer import assert_adapter_dir, run_steps
 from test_verl_trainer import build_tiny_model, random_batch
 
+from lightningrl.advantages import PolicyLossConfig
 from lightningrl.trainer import RayTrainer, TrainerConfig, VerlActorTrainer
 from lightningrl.trainer.ray_cluster import ADDRESS_ENV
 
-LORA = {"lr": 1e-2, "micro_batch_size": 4, "lora_rank": 4, "lora_alpha": 8, "full_determinism": True}
+LORA = {
+    "lr": 1e-2,
+    "micro_batch_size": 4,
+    "lora_rank": 4,
+    "lora_alpha": 8,
+    "full_determinism": True,
+    "loss": PolicyLossConfig(kl_loss_coef=0.5),  # reference: the base, the adapter switched off on the ranks
+}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +80,8 @@ def test_lora_ranks_on_two_nodes_match_one_process_and_continue_from_the_adapter
     torch.testing.assert_close(ray_lp, local_lp, atol=1e-6, rtol=0)
     for one, two in zip(local_metrics, ray_metrics, strict=True):
         assert two["grad_norm"] == pytest.approx(one["grad_norm"], abs=1e-5)
+        assert two["kl_loss"] == pytest.approx(one["kl_loss"], abs=1e-6)
+    assert ray_metrics[1]["kl_loss"] > 1e-6
 
     resumed = RayTrainer(tmp_path / "ray", config)  # the base + this adapter, training continues it
     try:

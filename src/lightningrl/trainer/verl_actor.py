@@ -75,8 +75,14 @@ class VerlActorTrainer:
         self._actor_config, worker_config = verl_configs(self.model_dir, self.config, self.device)
         self._start_worker(worker_config)
         self._reference: ReferencePolicy | None = None
+        self._reference_is_base = False
+        """LoRA from the base: the KL reference is the policy with its adapter switched off (verl's
+        own LoRA reference), computed by the engine itself, with no second copy of the model."""
         if self.config.loss.kl_loss_coef > 0:
-            self._reference = ReferencePolicy(self.model_dir, self.device)
+            if self.config.lora_rank > 0 and self.model_dir == self.base_dir:
+                self._reference_is_base = True
+            else:
+                self._reference = ReferencePolicy(self.model_dir, self.device)
 
     @property
     def ranks(self) -> int:
@@ -112,6 +118,10 @@ class VerlActorTrainer:
 
     def compute_log_probs(self, batch: SequenceBatch) -> torch.Tensor:
         """Current policy's log-prob of every response token, (B, R) (`_compute_old_log_prob`)."""
+        return self._log_probs(batch)
+
+    def _log_probs(self, batch: SequenceBatch, *, adapter: bool = True) -> torch.Tensor:
+        """Log-probs of the response tokens; `adapter=False` scores the LoRA base (verl's ref path)."""
         rows = len(batch)
         padding = -rows % self.ranks
         if padding:  # every rank gets the same number of rows
@@ -128,6 +138,7 @@ class VerlActorTrainer:
                 "micro_batch_size_per_gpu": divisor_at_most(
                     len(batch) // self.ranks, self.config.micro_batch_size
                 ),
+                **({} if adapter else {"no_lora_adapter": True}),
             },
         )
         output = self._infer(data)
@@ -179,6 +190,8 @@ class VerlActorTrainer:
             tensors["rollout_is_weights"] = weights
         if self._reference is not None:
             tensors["ref_log_prob"] = self._reference.log_probs(batch)
+        elif self._reference_is_base:
+            tensors["ref_log_prob"] = self._log_probs(batch, adapter=False)
         data = to_verl_input(
             batch,
             tensors,
