@@ -447,12 +447,15 @@ class LightningRL(Algorithm):
         assert self.version is not None
         fresh: list[Rollout] = []
         skipped: dict[str, str] = {}
+        bound_versions: dict[str, set[str]] = {}  # resource sets never change: one read each
         for r in rollouts:
             versions = sampling_versions(spans.get(r.rollout_id, []))
             if not versions and r.resources_id:
-                bound = await self.store.get_resources_by_id(r.resources_id)
-                named = bound.versions.get(self.config.resource_name) if bound else None
-                versions = {named.version_id} if named else set()
+                if r.resources_id not in bound_versions:
+                    bound = await self.store.get_resources_by_id(r.resources_id)
+                    named = bound.versions.get(self.config.resource_name) if bound else None
+                    bound_versions[r.resources_id] = {named.version_id} if named else set()
+                versions = bound_versions[r.resources_id]
             distance = await self._lineage.staleness(self.version, versions, limit)
             if distance is None:
                 skipped[r.rollout_id] = "unversioned"

@@ -135,3 +135,27 @@ async def test_staleness_follows_the_parent_chain(tmp_path: Path) -> None:
     assert task_key(rollout) == task_key(rollout.model_copy(update={"rollout_id": "other"}))
     assert task_key(rollout.model_copy(update={"group_id": "g"})) == "g"
     await store.close()
+
+
+async def test_freshness_skips_stale_and_unversioned_rollouts(tmp_path: Path) -> None:
+    from algorithm import Task
+    from lightningrl.config import LightningRLConfig
+    from lightningrl.loop import LightningRL
+
+    store = SqlStore(tmp_path / "store.db")
+    llm = LLM(endpoints=["http://127.0.0.1:9/v1"], model="m")
+    v0 = await store.add_resource_version("llm", llm)
+    v1 = await store.add_resource_version("llm", llm, parent_id=v0.version_id)
+    v2 = await store.add_resource_version("llm", llm, parent_id=v1.version_id)
+    config = LightningRLConfig(output_dir=tmp_path / "run", continuous=ContinuousConfig(max_staleness=1))
+    rl = LightningRL(store, [Task(task_id="t", input={})], config=config)
+    rl.version = v2
+    rollouts = {}
+    for label, version in (("old", v0), ("prev", v1), ("now", v2)):
+        bound = await store.add_resource_set({"llm": version.version_id})
+        rollouts[label] = await store.enqueue_rollout({"q": label}, resources_id=bound.resources_id)
+    rollouts["nobody"] = await store.enqueue_rollout({"q": "nobody"})  # no resource set, no LLM call
+    fresh, skipped = await rl._freshness(list(rollouts.values()), {})
+    assert [r.rollout_id for r in fresh] == [rollouts["prev"].rollout_id, rollouts["now"].rollout_id]
+    assert skipped == {rollouts["old"].rollout_id: "stale", rollouts["nobody"].rollout_id: "unversioned"}
+    await store.close()
