@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger_agent import ledger_agent, ledger_tasks, verify_row
+from ledger import ledger_agent, ledger_tasks, verify_row
 from records import FULL, record_rollout
 
 from lightningrl.release import build_receipt, drill_rollback, run_canary

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ledger_agent import ledger_tasks
+from ledger import ledger_tasks
 from records import record_rollout
 
 from lightningrl.cli import main
@@ -119,9 +119,9 @@ def test_cli_drives_a_demo_candidate(tmp_path: Path, capsys: pytest.CaptureFixtu
         "canary",
         rid,
         "--agent",
-        "ledger_agent:ledger_agent",
+        "ledger:ledger_agent",
         "--verifier",
-        "ledger_agent:verify_row",
+        "ledger:verify_row",
         "--tasks",
         str(tasks),
         "--max-tasks",

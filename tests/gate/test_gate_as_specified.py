@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ledger_agent import ledger_agent, ledger_tasks, verify_row
+from ledger import ledger_agent, ledger_tasks, verify_row
 from scenario import NAME, Spec, build_branch, gather_evidence, setup_gate
 
 from lightningrl.release import (
