@@ -77,7 +77,9 @@ async def one_step(tmp_path: Path, tasks_per_step: int, n: int) -> tuple[Countin
     inner = SqlStore(tmp_path / f"{tasks_per_step}x{n}.db")
     store = CountingStore(inner)
     gate = gate_records(inner)
-    root = await inner.add_resource_version(NAME, LLM(endpoints=["http://x"], model="m", checkpoint="ckpt"))
+    root = await inner.add_resource_version(
+        NAME, LLM(endpoints=["http://x"], model="m", checkpoint=str(tmp_path))
+    )
     child = await inner.add_resource_version(NAME, root.resource, parent_id=root.version_id)
     await gate.put_protected_case(
         ProtectedCase(resource_name=NAME, case_id="case-t0", task_id="t0"), recorded_by="test"
