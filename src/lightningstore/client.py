@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import uuid
 from collections.abc import Sequence
@@ -17,14 +16,13 @@ from pydantic import BaseModel, TypeAdapter
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.attempt_end import ending_status, owned_rewards
 from lightningstore.batch_read import checked_attempt, checked_attributes, distinct_ids
+from lightningstore.client_pool import ClientPool
 from lightningstore.errors import (
-    ERRORS_BY_CODE,
-    ConflictError,
     InvalidInputError,
     NotFoundError,
-    PermissionDeniedError,
     StoreError,
 )
+from lightningstore.http_errors import StoreUnavailableError, error_from_response, retry_after
 from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
@@ -38,15 +36,6 @@ from lightningstore.worker import Worker
 
 MAX_WAIT_PER_CALL = 30.0
 """The server answers a wait after at most this many seconds; the client waits again until its timeout."""
-
-# For answers without a known `code` (a proxy in between, an unknown route).
-_STATUS_FALLBACK: dict[int, type[StoreError]] = {
-    **dict.fromkeys((400, 413, 415, 422), InvalidInputError),
-    **dict.fromkeys((401, 403), PermissionDeniedError),
-    404: NotFoundError,
-    409: ConflictError,
-}
-_ERROR_ATTRIBUTES = ("field", "kind", "ident", "current", "new")
 
 _rollouts = TypeAdapter(list[Rollout])
 _maybe_rollout = TypeAdapter(Rollout | None)
@@ -66,13 +55,6 @@ _moves = TypeAdapter(list[PointerMove])
 _workers = TypeAdapter(list[Worker])
 
 
-class StoreUnavailableError(StoreError):
-    """The server could not be reached (or kept failing) within the retry budget."""
-
-    http_status = 503
-    code = "unavailable"
-
-
 def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
@@ -84,87 +66,6 @@ def _seg(value: str) -> str:
 
 def _dump(value: Any) -> Any:
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-
-
-def _retry_after(response: httpx.Response) -> float:
-    """The seconds a response's `Retry-After` header asks to wait; 0.0 when absent or not in seconds."""
-    try:
-        seconds = float(response.headers.get("retry-after", ""))
-    except ValueError:
-        return 0.0
-    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
-
-
-def error_from_response(response: httpx.Response) -> StoreError:
-    """Rebuild the typed store error an ErrorBody names (`code` -> lightningstore.errors class)."""
-    try:
-        body = orjson.loads(response.content)
-        code, message, details = body["code"], str(body["message"]), dict(body.get("details") or {})
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        code, message, details = None, f"HTTP {response.status_code}: {response.text[:300]}", {}
-    cls = ERRORS_BY_CODE.get(code or "") or _STATUS_FALLBACK.get(response.status_code, StoreError)
-    if code == "unavailable" or (cls is StoreError and response.status_code >= 500):
-        cls = StoreUnavailableError if response.status_code in (502, 503, 504) else StoreError
-    error = cls.__new__(cls)
-    Exception.__init__(error, message)
-    if issubclass(cls, InvalidInputError):
-        error.field = "body"  # type: ignore[attr-defined]
-    for name in _ERROR_ATTRIBUTES:
-        if name in details:
-            setattr(error, name, details[name])
-    error.status_code = response.status_code  # type: ignore[attr-defined]
-    return error
-
-
-class _ClientPool:
-    """httpx.AsyncClients of at most PER_CLIENT connections each, made on demand; a request goes to
-    the least busy one. httpcore scans every connection of its pool per request, so one pool of
-    many connections costs several times the CPU of several small pools under concurrency."""
-
-    PER_CLIENT = 4
-
-    def __init__(
-        self,
-        base_url: str,
-        headers: dict[str, str],
-        *,
-        timeout: float,
-        max_connections: int,
-        transport: httpx.AsyncBaseTransport | None,
-    ) -> None:
-        self._make = lambda: httpx.AsyncClient(
-            base_url=base_url,
-            headers=headers,
-            timeout=timeout,
-            transport=transport,
-            limits=httpx.Limits(max_connections=self.PER_CLIENT, max_keepalive_connections=self.PER_CLIENT),
-        )
-        self._max_clients = 1 if transport is not None else max(1, -(-max_connections // self.PER_CLIENT))
-        self._clients: list[httpx.AsyncClient] = []
-        self._busy: list[int] = []
-
-    def _pick(self) -> int:
-        if self._clients:
-            index = min(range(len(self._busy)), key=self._busy.__getitem__)
-            if self._busy[index] < self.PER_CLIENT or len(self._clients) >= self._max_clients:
-                return index
-        self._clients.append(self._make())
-        self._busy.append(0)
-        return len(self._clients) - 1
-
-    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        index = self._pick()
-        self._busy[index] += 1
-        try:
-            return await self._clients[index].request(method, path, **kwargs)
-        finally:
-            self._busy[index] -= 1
-
-    async def aclose(self) -> None:
-        for client in self._clients:
-            await client.aclose()
-        self._clients.clear()
-        self._busy.clear()
 
 
 class StoreClient(LightningStore):
@@ -197,7 +98,7 @@ class StoreClient(LightningStore):
         """How many requests this client has re-sent (observability; tests use it)."""
         self.auth_headers: dict[str, str] = {"authorization": f"Bearer {token}"} if token else {}
         """The credentials header this client sends (empty in dev mode), e.g. for an OTLP exporter."""
-        self._pool = _ClientPool(
+        self._pool = ClientPool(
             self.base_url,
             self.auth_headers,
             timeout=timeout,
@@ -253,7 +154,7 @@ class StoreClient(LightningStore):
                 unavailable = status in (429, 502, 503, 504) or (status >= 500 and idempotent)
                 if not unavailable or attempt == self.max_retries or loop.time() > deadline:
                     raise error_from_response(response)
-                asked = _retry_after(response)
+                asked = retry_after(response)
             self.retries += 1
             pause = max(delay * random.uniform(0.5, 1.0), asked)
             await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
