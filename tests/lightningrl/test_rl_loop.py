@@ -8,45 +8,24 @@ import re
 from pathlib import Path
 
 import pytest
-from openai import AsyncOpenAI
 from rich.console import Console
+from toy_ab import PROMPTS, pick_b_agent, warm_ab_model
 
 from algorithm import Evaluate, Task
 from lightningrl.config import LightningRLConfig
 from lightningrl.local_stack import local_stack
 from lightningrl.loop import TRAINED_MARK, LightningRL
-from lightningrl.tinylm import build_tiny_model
 from lightningrl.trainer.config import TrainerConfig
-from lightningrl.warmup import WarmupConfig, supervised_warmup
 from lightningstore import LLM, RolloutStatus, SqlStore
 from runner import Runner
 
-PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]
 STEP_LINE = re.compile(r"^step (\d+)/(\d+)  reward (\d\.\d\d)(?:  held-out (\d\.\d\d))?  (\d+\.\d) s$")
-
-
-async def pick_b_agent(task: dict, resources) -> float:
-    """The toy agent: one call; the reward is 1 when the model says b."""
-    llm = resources.llm
-    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
-        reply = await client.chat.completions.create(
-            model=llm.model, messages=[{"role": "user", "content": task["prompt"]}], max_tokens=3
-        )
-    return 1.0 if (reply.choices[0].message.content or "").strip() == "b" else 0.0
 
 
 @pytest.fixture(scope="module")
 def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny model that answers a or b at random (the warm-up teaches the format, not the choice)."""
-    root = tmp_path_factory.mktemp("toy")
-    base = build_tiny_model(
-        root / "base", seed=0, tokenizer_kind="word", extra_text=PROMPTS, hidden_size=32, num_heads=2
-    )
-    demos = [([{"role": "user", "content": p}], c) for p in PROMPTS for c in ("a", "b") for _ in range(8)]
-    warm, _ = supervised_warmup(
-        base, demos, root / "warm", WarmupConfig(steps=100, batch_size=16, lr=1e-2), show_progress=False
-    )
-    return warm
+    return warm_ab_model(tmp_path_factory.mktemp("toy"))
 
 
 @pytest.mark.slow
