@@ -25,7 +25,7 @@ from lightningrl.trainer.config import TrainerConfig
 from lightningstore import LLM, RolloutMode, SqlStore
 from lightningstore.gate import gate_records
 
-STEPS = 6
+STEPS = 9
 PER_STEP = 24
 
 
