@@ -194,11 +194,13 @@ def test_rollouts_table_filters_pages_and_updates_live(
         "name": "tool.lookup",
         "start_time": claimed["attempt"]["start_time"],
         "end_time": claimed["attempt"]["start_time"] + 0.5,
+        "attributes": {"tool.output": "\n42"},  # a leading newline the HTML parser would drop after <pre>
     }
     stored = httpx.post(f"{server.url}/v1/spans", json=[span], headers=admin)
     assert stored.status_code == 200, stored.text
     expect(page.locator("#rollout-status")).to_have_text("running", timeout=8000)
     expect(page.locator(".wf-row[data-kind=tool]")).to_contain_text("tool.lookup")
+    assert page.locator(".wf-row[data-kind=tool] table.attrs pre").first.text_content() == "\n42"
 
 
 def test_failed_rollout_shows_its_traceback(page: Page, demo: DemoStore) -> None:
