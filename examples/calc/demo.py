@@ -89,6 +89,7 @@ def main(args: argparse.Namespace) -> None:
         return_to_judged_calls=args.credit == "episode",
         seed=args.seed,
         deterministic=args.deterministic,
+        async_rollouts=args.async_rollouts,
         advantage=AdvantageConfig(
             estimator="grpo",
             norm_by_std=args.std_norm,
@@ -197,6 +198,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)")
     p.add_argument("--negative-weight", type=float, default=1.0, help="scale of negative advantages")
+    p.add_argument(
+        "--async-rollouts",
+        action="store_true",
+        help="collect step k+1's rollouts while step k trains (one step off-policy)",
+    )
     p.add_argument("--trainer", choices=["local", "ray"], default="local", help="trainer backend")
     p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
     return p.parse_args(argv)

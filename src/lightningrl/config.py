@@ -66,6 +66,15 @@ class LightningRLConfig:
     (POST /reload), "vllm" (reload_weights + prefix-cache reset), or "auto" (ask each endpoint)."""
     show_progress: bool = True
     """A progress bar on a terminal; one plain line per step when output is not a terminal."""
+    async_rollouts: bool = False
+    """Collect step k+1's rollouts while step k trains (one step off-policy; docs/scaling.md): they are
+    sampled by the version step k trains from, servers reload between batches, and the trainer's
+    rollout-logprob correction (`trainer.loss.rollout_is_threshold`) weighs them by the behaviour
+    policy's recorded log-probs. Off: every step samples from the version it trains."""
+    async_max_staleness: int = 1
+    """Async rollouts: train only on rollouts sampled by a version at most this many publishes behind
+    the one being trained; older ones (and ones whose version cannot be told) are dropped and counted
+    (`async/stale_dropped`, `async/unversioned_dropped`). Each async batch is 1 behind (0 drops them)."""
     gate_stop: bool = False
     """After each step, ask the release gate's `stop_reason` (span coverage, retry debt, protected
     regressions of `latest`); when it names a reason the loop stops before the next step."""
@@ -76,6 +85,14 @@ class LightningRLConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         if self.engine not in ("auto", "ours", "vllm"):
             raise ValueError(f"engine must be one of ('auto', 'ours', 'vllm'), got {self.engine!r}")
+        if self.async_max_staleness < 0:
+            raise ValueError(f"async_max_staleness must be >= 0, got {self.async_max_staleness!r}")
+        if self.async_rollouts and (self.deterministic or self.trainer.loss.rollout_is_threshold is None):
+            raise ValueError(
+                "async_rollouts trains on samples of an older version and needs the rollout-logprob "
+                "correction: set trainer.loss.rollout_is_threshold and deterministic=False "
+                "(deterministic runs train without it)"
+            )
         if self.val_every < 0:
             raise ValueError(f"val_every must be >= 0, got {self.val_every!r}")
         self.output_dir = Path(self.output_dir)

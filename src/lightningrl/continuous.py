@@ -168,6 +168,12 @@ class VersionLineage:
         return out
 
 
+def skip_counts(skipped: dict[str, str]) -> tuple[int, int]:
+    """(stale, unversioned) among the reasons `LightningRL._freshness` gave for skipping rollouts."""
+    stale = sum(1 for why in skipped.values() if why == "stale")
+    return stale, len(skipped) - stale
+
+
 def sampling_versions(spans: Sequence[Span]) -> set[str]:
     """The resource versions the rollout's LLM calls were served by (the proxy records one on each)."""
     return {

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import random
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -27,11 +27,12 @@ from lightningrl.continuous import (
     RolloutFeed,
     VersionLineage,
     sampling_versions,
+    skip_counts,
     task_key,
 )
 from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, collate
 from lightningrl.credit.batch import SequenceBatch
-from lightningrl.metrics import MetricsLog, plot_reward_curve
+from lightningrl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
 from lightningrl.progress import StepProgress, step_info
 from lightningrl.release.plan import file_plan, tasks_snapshot
 from lightningrl.release.stop import stop_reason
@@ -106,6 +107,8 @@ class LightningRL(Algorithm):
         self._feed: RolloutFeed | None = None
         self._lineage = VersionLineage(store)
         self._baseline: RunningBaseline | None = None
+        self._served: str | None = None
+        """The version whose checkpoint the LLM's endpoints serve (after `_start`: the start version)."""
         self.global_step = 0
         """Steps taken by this object across `run` and `run_continuous` (names checkpoints and CSV rows)."""
 
@@ -132,6 +135,7 @@ class LightningRL(Algorithm):
                 f"resource {self.config.resource_name!r} must be an LLM with a checkpoint to train"
             )
         self.version = version
+        self._served = version.version_id
         self.resources_id = (
             await self.store.add_resource_set({self.config.resource_name: version.version_id})
         ).resources_id
@@ -192,43 +196,99 @@ class LightningRL(Algorithm):
     # ---- the loop --------------------------------------------------------------------------------
 
     async def run(self) -> MetricsLog:
-        """Train for `config.steps` steps, validating every `val_every`; returns the metrics."""
+        """Train for `config.steps` steps, validating every `val_every`; returns the metrics.
+
+        With `config.async_rollouts`, step k+1's rollouts are enqueued before step k's update and run
+        while it trains, on the version step k trains from; the servers reload between batches."""
         llm = await self._start() if self.version is None else self._current_llm()
         cfg = self.config
         self.stopped_reason = None
         if cfg.validate_first and cfg.val_every and self.val_tasks and self.global_step == 0:
             self.metrics.log({"step": 0, **(await self.validate(0))})
-        with self._progress() as progress:
-            for local_step in range(1, cfg.steps + 1):
-                self.global_step += 1
-                step = self.global_step
-                t0 = time.perf_counter()
-                enqueued = await self.enqueue_tasks(
-                    self._next_tasks(),
-                    n=cfg.rollouts_per_task,
-                    resources_id=self.resources_id,
-                    group_prefix=f"s{step}/",
-                )
-                outcomes = await self.wait_for(enqueued, timeout=cfg.step_timeout)
-                row: dict[str, Any] = {"step": step, "rollout_seconds": time.perf_counter() - t0}
-                row.update(outcome_metrics(outcomes, cfg.success_threshold, prefix="train"))
-                sequences, report = await self.collect(outcomes)
-                row.update(await self.update(step, llm, sequences))
-                row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
-                last = local_step == cfg.steps
-                if cfg.val_every and (local_step % cfg.val_every == 0 or last) and self.val_tasks:
-                    row.update(await self.validate(step))
-                await self._check_stop(row)
-                row["step_seconds"] = time.perf_counter() - t0
-                self.metrics.log(row)
-                progress.advance(
-                    step_info(row["train/reward_mean"], row["step_seconds"], row.get("val/success"))
-                )
-                if self.stopped_reason is not None:
-                    self._report_stop(step)
-                    break
+        ahead = cfg.async_rollouts
+        pending: asyncio.Task[list[RolloutOutcome]] | None = None
+        try:
+            with self._progress() as progress:
+                for local_step in range(1, cfg.steps + 1):
+                    self.global_step += 1
+                    step = self.global_step
+                    last = local_step == cfg.steps
+                    t0 = time.perf_counter()
+                    outcomes = await (pending or await self._start_batch(step))
+                    row: dict[str, Any] = {"step": step, "rollout_seconds": time.perf_counter() - t0}
+                    row.update(outcome_metrics(outcomes, cfg.success_threshold, prefix="train"))
+                    pending = None
+                    if ahead:
+                        row.update(await self._serve_current(llm))
+                        if not last:
+                            pending = await self._start_batch(step + 1)
+                            row["async/next_enqueued_at"] = time.time()
+                        sequences, report, fresh = await self._collect_fresh(outcomes)
+                        row.update(fresh)
+                    else:
+                        sequences, report = await self.collect(outcomes)
+                    row.update(await self.update(step, llm, sequences, reload=not ahead))
+                    row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
+                    if cfg.val_every and (local_step % cfg.val_every == 0 or last) and self.val_tasks:
+                        if pending is not None:  # its rollouts must finish on the version they were bound to
+                            await asyncio.wait({pending})
+                        row.update(await self._serve_current(llm))
+                        row.update(await self.validate(step))
+                    await self._check_stop(row)
+                    row["step_seconds"] = time.perf_counter() - t0
+                    self.metrics.log(row)
+                    progress.advance(
+                        step_info(row["train/reward_mean"], row["step_seconds"], row.get("val/success"))
+                    )
+                    if self.stopped_reason is not None:
+                        self._report_stop(step)
+                        break
+        finally:
+            if pending is not None:
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await pending
+        if ahead:
+            await self._serve_current(llm)  # the servers end on `latest`, as in the synchronous loop
         plot_reward_curve(self.metrics, cfg.output_dir / "reward_curve.png")
         return self.metrics
+
+    async def _start_batch(self, step: int) -> asyncio.Task[list[RolloutOutcome]]:
+        """Enqueue step `step`'s rollouts on the current resource set; a task that waits for them."""
+        enqueued = await self.enqueue_tasks(
+            self._next_tasks(),
+            n=self.config.rollouts_per_task,
+            resources_id=self.resources_id,
+            group_prefix=f"s{step}/",
+        )
+        return asyncio.create_task(self.wait_for(enqueued, timeout=self.config.step_timeout))
+
+    async def _collect_fresh(
+        self, outcomes: Sequence[RolloutOutcome]
+    ) -> tuple[list[TrainingSequence], CreditReport, dict[str, Any]]:
+        """Async rollouts: drop (and count) those sampled more than `async_max_staleness` publishes behind
+        the version being trained, then credit the rest; `async/staleness` is the furthest behind the
+        trained transitions' recorded versions are."""
+        limit = self.config.async_max_staleness
+        succeeded = [o for o in outcomes if o.rollout.status == RolloutStatus.SUCCEEDED]
+        spans = await spans_of_rollouts(self.store, [o.rollout.rollout_id for o in succeeded], "latest")
+        fresh, skipped = await self._freshness([o.rollout for o in succeeded], spans, limit)
+        kept = {r.rollout_id for r in fresh}
+        sequences, report = await self.collect(
+            [o for o in succeeded if o.rollout.rollout_id in kept], spans=spans
+        )
+        assert self.version is not None
+        versions = {v for seq in sequences for v in seq.sampled_by}
+        stale, unversioned = skip_counts(skipped)
+        row: dict[str, Any] = {
+            "async/trained_from": self.version.version_id,
+            "async/stale_dropped": stale,
+            "async/unversioned_dropped": unversioned,
+        }
+        behind = await self._lineage.staleness(self.version, versions, limit)
+        if behind is not None:
+            row["async/staleness"] = behind
+        return sequences, report, row
 
     async def collect(
         self, outcomes: Sequence[RolloutOutcome], *, spans: dict[str, list[Span]] | None = None
@@ -264,9 +324,11 @@ class LightningRL(Algorithm):
         *,
         advantages: Callable[[SequenceBatch], AdvantageResult] | None = None,
         metadata: dict[str, Any] | None = None,
+        reload: bool = True,
     ) -> dict[str, Any]:
         """Advantages (`config.advantage`'s unless given) -> one verl actor update -> checkpoint -> publish a
-        candidate (with `metadata` beside the step's own) -> reload servers."""
+        candidate (with `metadata` beside the step's own) -> reload servers (unless `reload` is False:
+        the caller does it later, with `_serve_current`)."""
         assert self.trainer is not None and self.version is not None
         if not sequences:
             return {"update/skipped": 1, "update/reason": "no sequences"}
@@ -304,18 +366,27 @@ class LightningRL(Algorithm):
             },
         )
         self.version, self.resources_id = version, resource_set.resources_id
-        if self.config.reload_servers:
-            row.update(
-                await sync_weights(
-                    llm.endpoints,
-                    str(checkpoint),
-                    engine=self.config.engine,
-                    model=llm.model,
-                    proxy=_proxy_of(self.store),
-                )
-            )
+        if reload:
+            row.update(await self._serve_current(llm))
         row["update/version_id"] = version.version_id
         return row
+
+    async def _serve_current(self, llm: LLM) -> dict[str, Any]:
+        """Make the LLM's endpoints serve `self.version`'s checkpoint (with the proxy paused and drained),
+        unless they already do or `config.reload_servers` is off."""
+        assert self.version is not None
+        if self._served == self.version.version_id:
+            return {}
+        self._served = self.version.version_id
+        if not self.config.reload_servers:
+            return {}
+        return await sync_weights(
+            llm.endpoints,
+            str(self._current_llm().checkpoint),
+            engine=self.config.engine,
+            model=llm.model,
+            proxy=_proxy_of(self.store),
+        )
 
     async def validate(self, step: int | None = None) -> dict[str, float]:
         """Held-out success of the current version."""
@@ -390,7 +461,7 @@ class LightningRL(Algorithm):
         cc = self.config.continuous
         ids = [r.rollout_id for r in rollouts]
         spans = await spans_of_rollouts(self.store, ids, "latest")
-        fresh, skipped = await self._freshness(rollouts, spans)
+        fresh, skipped = await self._freshness(rollouts, spans, cc.max_staleness)
         rewards = await rewards_of_rollouts(self.store, [r.rollout_id for r in fresh])
         outcomes = [
             RolloutOutcome(
@@ -401,13 +472,13 @@ class LightningRL(Algorithm):
             )
             for r in fresh
         ]
-        stale = sum(1 for why in skipped.values() if why == "stale")
+        stale, unversioned = skip_counts(skipped)
         row: dict[str, Any] = {
             "step": self.global_step,
             "continuous": 1,
             "continuous/polled": len(rollouts),
             "continuous/skipped_stale": stale,
-            "continuous/skipped_unversioned": len(skipped) - stale,
+            "continuous/skipped_unversioned": unversioned,
         }
         row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
         sequences, report = await self.collect(outcomes, spans=spans)
@@ -415,7 +486,7 @@ class LightningRL(Algorithm):
             "data_cutoff": max(r.end_time or 0.0 for r in rollouts),
             "rollouts": len(fresh),
             "skipped_stale": stale,
-            "skipped_unversioned": len(skipped) - stale,
+            "skipped_unversioned": unversioned,
             "max_staleness": cc.max_staleness,
             "baseline": self._baseline.state() if self._baseline else cc.baseline,
         }
@@ -437,11 +508,11 @@ class LightningRL(Algorithm):
         return row
 
     async def _freshness(
-        self, rollouts: list[Rollout], spans: dict[str, list[Span]]
+        self, rollouts: list[Rollout], spans: dict[str, list[Span]], limit: int | None
     ) -> tuple[list[Rollout], dict[str, str]]:
-        """The rollouts fresh enough to train on, and why each other one is skipped ("stale" or
-        "unversioned": no LLM call or resource set says which version sampled it)."""
-        limit = self.config.continuous.max_staleness
+        """The rollouts sampled at most `limit` publishes behind the version being trained (None: all),
+        and why each other one is skipped ("stale", or "unversioned": no LLM call or resource set says
+        which version sampled it)."""
         if limit is None:
             return rollouts, {}
         assert self.version is not None
@@ -500,23 +571,6 @@ class LightningRL(Algorithm):
         return StepProgress(
             self.console, self.config.steps, bar_label="RL steps", enabled=self.config.show_progress
         )
-
-
-def outcome_metrics(outcomes: Sequence[RolloutOutcome], threshold: float, *, prefix: str) -> dict[str, float]:
-    """Mean reward, success rate, failures and per-tag success of a batch of outcomes."""
-    rewards = [o.reward or 0.0 for o in outcomes]
-    row = {
-        f"{prefix}/rollouts": float(len(outcomes)),
-        f"{prefix}/reward_mean": sum(rewards) / max(1, len(rewards)),
-        f"{prefix}/success": sum(1 for r in rewards if r >= threshold) / max(1, len(rewards)),
-        f"{prefix}/failed": float(sum(1 for o in outcomes if not o.succeeded)),
-    }
-    by_tag: dict[str, list[float]] = defaultdict(list)
-    for o in outcomes:
-        for key, value in o.task.tags.items():
-            by_tag[f"{key}={value}"].append(1.0 if (o.reward or 0.0) >= threshold else 0.0)
-    row.update({f"{prefix}/success[{k}]": sum(v) / len(v) for k, v in sorted(by_tag.items())})
-    return row
 
 
 def _proxy_of(store: LightningStore) -> ProxyPause | None:

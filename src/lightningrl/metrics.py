@@ -1,10 +1,14 @@
-"""Training metrics: appended to a CSV as they come, and drawn as a reward-curve PNG."""
+"""Training metrics: appended to a CSV as they come, drawn as a reward-curve PNG; a batch's outcome summary."""
 
 from __future__ import annotations
 
 import csv
+from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from algorithm import RolloutOutcome
 
 
 class MetricsLog:
@@ -95,3 +99,20 @@ def plot_reward_curve(log: MetricsLog, path: str | Path, *, title: str = "Lightn
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def outcome_metrics(outcomes: Sequence[RolloutOutcome], threshold: float, *, prefix: str) -> dict[str, float]:
+    """Mean reward, success rate, failures and per-tag success of a batch of outcomes."""
+    rewards = [o.reward or 0.0 for o in outcomes]
+    row = {
+        f"{prefix}/rollouts": float(len(outcomes)),
+        f"{prefix}/reward_mean": sum(rewards) / max(1, len(rewards)),
+        f"{prefix}/success": sum(1 for r in rewards if r >= threshold) / max(1, len(rewards)),
+        f"{prefix}/failed": float(sum(1 for o in outcomes if not o.succeeded)),
+    }
+    by_tag: dict[str, list[float]] = defaultdict(list)
+    for o in outcomes:
+        for key, value in o.task.tags.items():
+            by_tag[f"{key}={value}"].append(1.0 if (o.reward or 0.0) >= threshold else 0.0)
+    row.update({f"{prefix}/success[{k}]": sum(v) / len(v) for k, v in sorted(by_tag.items())})
+    return row

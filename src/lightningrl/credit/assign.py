@@ -164,6 +164,7 @@ class _Open:
     call_ids: list[int] = field(default_factory=list)
     call_values: dict[int, float] = field(default_factory=dict)
     span_ids: list[str] = field(default_factory=list)
+    sampled_by: list[str] = field(default_factory=list)
 
     def continues(self, call: LlmCall) -> bool:
         """The call's prompt starts with this sequence's whole token history, from the same agent and
@@ -183,6 +184,8 @@ class _Open:
         self.call_ids += [-1] * len(context) + [call.index] * len(response)
         self.call_values[call.index] = value
         self.span_ids.append(call.span_id)
+        if call.resource_version and call.resource_version not in self.sampled_by:
+            self.sampled_by.append(call.resource_version)
 
     def close(self, rollout_id: str, group_id: str | None) -> TrainingSequence:
         return TrainingSequence(
@@ -199,6 +202,7 @@ class _Open:
             agent_name=self.first.agent_name,
             span_ids=self.span_ids,
             temperature=self.first.temperature,
+            sampled_by=self.sampled_by,
         )
 
 

@@ -30,6 +30,8 @@ class LlmCall:
     trainable: bool
     """The span's `lightningrl.llm.trainable` (decided once, when it was recorded: see
     `lightningstore.llm_call.is_trainable`); see `_trainable` for spans recorded without it."""
+    resource_version: str | None = None
+    """The resource version that served the call (the proxy records it); None when not recorded."""
 
     @property
     def has_tokens(self) -> bool:
@@ -84,6 +86,7 @@ def _read_call(index: int, span: Span) -> LlmCall:
         logprobs=logprobs,
         temperature=_temperature(attributes.get(semconv.GEN_AI_TEMPERATURE)),
         trainable=_trainable(attributes.get(semconv.LLM_TRAINABLE), prompt_ids, response_ids, logprobs),
+        resource_version=_text(attributes.get(semconv.LLM_RESOURCE_VERSION)),
     )
 
 
@@ -108,6 +111,10 @@ def _trainable(
         and logprobs is not None
         and len(logprobs) == len(response_ids or ())
     )
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value else None
 
 
 def _temperature(value: Any) -> float:

@@ -34,6 +34,9 @@ class TrainingSequence:
     span_ids: list[str] = field(default_factory=list)
     temperature: float = 1.0
     """The temperature its calls were sampled at (calls of different temperatures never merge)."""
+    sampled_by: list[str] = field(default_factory=list)
+    """The resource versions that served its calls (the proxy's record, in call order, each once):
+    how far behind the trained version its behaviour policy was (async rollouts, continuous mode)."""
 
     @property
     def num_calls(self) -> int:
