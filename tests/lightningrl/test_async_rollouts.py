@@ -1,0 +1,102 @@
+"""Async rollouts: step k+1's rollouts run while step k trains, on the version step k trains from; each
+trained transition records the version that sampled it; stale ones are dropped and counted."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from toy_ab import PROMPTS, pick_b_agent, warm_ab_model
+
+from algorithm import Evaluate, Task
+from lightningrl.config import LightningRLConfig
+from lightningrl.local_stack import local_stack
+from lightningrl.loop import LightningRL
+from lightningrl.trainer.config import TrainerConfig
+from lightningstore import LLM, SqlStore
+from runner import Runner
+
+STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return warm_ab_model(tmp_path_factory.mktemp("toy"))
+
+
+async def _train(warm_model: Path, root: Path, **config: object) -> tuple[SqlStore, LightningRL, float]:
+    """Train the toy task with async rollouts; the store, the loop and held-out success before training."""
+    store = SqlStore(root / "store.db")
+    tasks = [Task(task_id=f"t{i}", input={"prompt": p}) for i, p in enumerate(PROMPTS)]
+    async with local_stack(store, warm_model, model_name="toy") as urls:
+        start = await store.add_resource_version(
+            "llm",
+            LLM(endpoints=[urls.model_v1], model="toy", checkpoint=str(warm_model), sampling={"temperature": 1.0}),
+        )
+        runner = Runner(store, pick_b_agent, workers=8, proxy_url=urls.proxy, show_progress=False)
+        runner_task = asyncio.create_task(runner.run())
+        start_set = await store.add_resource_set({"llm": start.version_id})
+        before = await Evaluate(store, tasks, resources_id=start_set.resources_id, n=16, group_prefix="b/").run()
+        rl = LightningRL(
+            store,
+            tasks,
+            tasks,
+            LightningRLConfig(
+                steps=STEPS,
+                tasks_per_step=3,
+                rollouts_per_task=8,
+                val_every=STEPS,
+                val_rollouts_per_task=16,
+                output_dir=root / "run",
+                trainer=TrainerConfig(lr=3e-3),
+                async_rollouts=True,
+                **config,
+            ),
+            console=Console(file=io.StringIO()),
+        )
+        await rl.run()
+        runner.stop()
+        await asyncio.wait_for(runner_task, timeout=60)
+    return store, rl, before.success_rate
+
+
+@pytest.mark.slow
+async def test_async_rollouts_train_one_version_behind_and_learn(warm_model: Path, tmp_path: Path) -> None:
+    store, rl, before = await _train(warm_model, tmp_path)
+    rows = [r for r in rl.metrics.rows if r["step"] > 0]
+    assert len(rows) == STEPS
+    versions = await store.list_resource_versions("llm")
+    by_id = {v.version_id: v for v in versions}
+    assert len(versions) == STEPS + 1  # the start and one candidate per step
+    for row in rows:
+        assert row["async/stale_dropped"] == 0 and row["async/unversioned_dropped"] == 0
+        # step 1 samples the version it trains; every later step's batch ran while the previous step trained
+        assert row["async/staleness"] == (0 if row["step"] == 1 else 1), row
+        assert by_id[row["update/version_id"]].parent_id == row["async/trained_from"]
+    for row, following in zip(rows, rows[1:], strict=False):
+        # step k+1's rollouts were enqueued before step k's candidate existed
+        assert row["async/next_enqueued_at"] < by_id[row["update/version_id"]].create_time
+        assert following["async/trained_from"] == row["update/version_id"]
+    after = rows[-1]["val/success"]
+    assert after >= min(before + 0.15, 0.9), (before, after)
+    await store.close()
+
+
+@pytest.mark.slow
+async def test_async_rollouts_older_than_max_staleness_are_dropped(warm_model: Path, tmp_path: Path) -> None:
+    store, rl, _ = await _train(warm_model, tmp_path, async_max_staleness=0)
+    rows = [r for r in rl.metrics.rows if r["step"] > 0]
+    # step 1 trains on the start version's samples; step 2's batch was enqueued while step 1 trained, on the
+    # start version: one behind, all dropped, nothing trained; so step 3's batch (enqueued during step 2)
+    # is on the version step 3 trains from, and so on: every other step trains
+    for row in rows:
+        if row["step"] % 2:
+            assert row["async/stale_dropped"] == 0 and "update/skipped" not in row, row
+        else:
+            assert row["async/stale_dropped"] == row["train/rollouts"] == 24, row
+            assert row["update/skipped"] == 1, row
+    assert len(await store.list_resource_versions("llm")) == 1 + STEPS // 2
+    await store.close()
