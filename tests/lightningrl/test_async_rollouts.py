@@ -34,12 +34,19 @@ async def _train(warm_model: Path, root: Path, **config: object) -> tuple[SqlSto
     async with local_stack(store, warm_model, model_name="toy") as urls:
         start = await store.add_resource_version(
             "llm",
-            LLM(endpoints=[urls.model_v1], model="toy", checkpoint=str(warm_model), sampling={"temperature": 1.0}),
+            LLM(
+                endpoints=[urls.model_v1],
+                model="toy",
+                checkpoint=str(warm_model),
+                sampling={"temperature": 1.0},
+            ),
         )
         runner = Runner(store, pick_b_agent, workers=8, proxy_url=urls.proxy, show_progress=False)
         runner_task = asyncio.create_task(runner.run())
         start_set = await store.add_resource_set({"llm": start.version_id})
-        before = await Evaluate(store, tasks, resources_id=start_set.resources_id, n=16, group_prefix="b/").run()
+        before = await Evaluate(
+            store, tasks, resources_id=start_set.resources_id, n=16, group_prefix="b/"
+        ).run()
         rl = LightningRL(
             store,
             tasks,
