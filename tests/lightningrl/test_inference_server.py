@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -100,7 +101,15 @@ def reference(references: tuple[Reference, Reference]) -> Reference:
 @pytest.fixture(scope="module")
 def server(model_dirs: tuple[Path, Path]) -> Iterator[Running]:
     """uvicorn serving the first model on a free local port, in a background thread."""
-    app = create_app(model_dirs[0], device="cpu", max_batch_size=16, batch_wait_ms=20, cpu_threads=1)
+    with _serving(
+        create_app(model_dirs[0], device="cpu", max_batch_size=16, batch_wait_ms=20, cpu_threads=1)
+    ) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _serving(app: FastAPI) -> Iterator[Running]:
+    """Serve `app` with uvicorn on a free local port in a background thread."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -459,3 +468,32 @@ def test_streaming_holds_back_a_partial_stop_string(model_dirs: tuple[Path, Path
     sequence.append(ids[1], -1.0, [], served.decode)
     delta = sequence.take_delta(served.decode, final_only=False)
     assert delta is not None and delta.text == " big cat" and delta.token_ids == ids
+
+
+async def test_one_sequence_at_a_time_is_batch_invariant(model_dirs: tuple[Path, Path]) -> None:
+    """What `deterministic` fit runs rely on (max_batch_size 1): a seeded request gets the same tokens and
+    bit-identical logprobs alone and among concurrent requests (batched rows differ in the last bits)."""
+    request: dict[str, Any] = {
+        "model": "tiny",
+        "prompt": "The sun",
+        "max_tokens": 16,
+        "seed": 21,
+        "logprobs": 1,
+        "extra_body": {"return_token_ids": True},
+    }
+    app = create_app(model_dirs[0], device="cpu", max_batch_size=1, batch_wait_ms=20, cpu_threads=1)
+    with _serving(app) as running:
+        async with AsyncOpenAI(base_url=f"{running.url}/v1", api_key="x", max_retries=0, timeout=60) as api:
+
+            async def sample(**changes: Any) -> tuple[list[int], list[float]]:
+                item = (await api.completions.create(**{**request, **changes})).model_dump()["choices"][0]
+                return item["token_ids"], item["logprobs"]["token_logprobs"]
+
+            alone = await sample()
+            others = [sample(prompt=f"Once {i} red", seed=100 + i) for i in range(8)]
+            crowded, *_ = await asyncio.gather(sample(), *others)
+        async with httpx.AsyncClient(base_url=running.url) as http:
+            stats = (await http.get("/metrics")).json()
+    assert stats["max_batch_size"] == 1
+    assert alone[0] and len(alone[0]) == len(alone[1])
+    assert crowded == alone
