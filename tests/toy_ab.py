@@ -1,4 +1,5 @@
-"""The "a or b" toy task of the RL-loop tests: prompts, the one-call agent and its format-only warm model."""
+"""The "a or b" toy task of the RL-loop tests: prompts, tasks, the one-call agent, its format-only warm
+model, that model published as the `llm` resource, and its success before training."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from pathlib import Path
 
 from openai import AsyncOpenAI
 
+from algorithm import Evaluate, Task
 from lightningrl.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, supervised_warmup
+from lightningstore import LLM, LightningStore, ResourceVersion
 
 PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]
 
@@ -32,3 +35,30 @@ def warm_ab_model(root: Path) -> Path:
         base, demos, root / "warm", WarmupConfig(steps=100, batch_size=16, lr=1e-2), show_progress=False
     )
     return warm
+
+
+def toy_tasks() -> list[Task]:
+    """One task per prompt."""
+    return [Task(task_id=f"t{i}", input={"prompt": p}) for i, p in enumerate(PROMPTS)]
+
+
+async def publish_warm(store: LightningStore, endpoint: str, warm_model: Path) -> ResourceVersion:
+    """The warm model as the `llm` resource served at `endpoint`, sampled at temperature 1 in every mode."""
+    return await store.add_resource_version(
+        "llm",
+        LLM(
+            endpoints=[endpoint],
+            model="toy",
+            checkpoint=str(warm_model),
+            sampling={"temperature": 1.0},
+            sampling_by_mode={"val": {"temperature": 1.0}},
+        ),
+    )
+
+
+async def success_of(store: LightningStore, tasks: list[Task], version: ResourceVersion) -> float:
+    """Success rate of `version` over 16 rollouts per task (group prefix `b/`)."""
+    bound = await store.add_resource_set({"llm": version.version_id})
+    return (
+        await Evaluate(store, tasks, resources_id=bound.resources_id, n=16, group_prefix="b/").run()
+    ).success_rate
