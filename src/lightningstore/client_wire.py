@@ -101,7 +101,10 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         self.closed = True
         if self.transport is not None:
-            self.transport.close()
+            try:
+                self.transport.close()
+            except RuntimeError:  # its event loop is closed already: the socket went with it
+                pass
 
     async def send(self, request: bytes) -> WireResponse:
         assert self.transport is not None and self.waiter is None
@@ -143,9 +146,21 @@ class WirePool:
         fixed = {"host": host_header, "user-agent": "lightningstore", "accept": "application/json", **headers}
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
         self._timeout = timeout
+        self._max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Connections belong to one event loop: a client used from a new one starts afresh."""
+        if loop is not self._loop:
+            for conn in self._open:
+                conn.close()
+            self._open.clear()
+            self._idle.clear()
+            self._slots = asyncio.Semaphore(self._max_connections)
+            self._loop = loop
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -165,7 +180,8 @@ class WirePool:
     def _take_idle(self, now: float) -> _Connection | None:
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed and now - conn.idle_since < IDLE_REUSE_SECONDS:
+            fresh = now - conn.idle_since < IDLE_REUSE_SECONDS
+            if fresh and not conn.closed and conn.transport is not None and not conn.transport.is_closing():
                 return conn
             conn.close()
             self._open.discard(conn)
@@ -192,6 +208,7 @@ class WirePool:
             head.append(content)
         request = b"".join(head)
         loop = asyncio.get_running_loop()
+        self._bind(loop)
         async with self._slots:
             conn = self._take_idle(loop.time()) or await self._connect()
             try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -136,3 +138,34 @@ async def test_a_server_that_hangs_up_or_stalls_is_unavailable_not_a_hang() -> N
         with pytest.raises(httpx.ReadTimeout):
             await pool.request("GET", "/slow")
         await pool.aclose()
+
+
+class _KeepAliveHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self.send_response(200)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"[]")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_one_pool_serves_two_event_loops_in_turn() -> None:
+    """Connections belong to the loop that made them; a pool used from a new loop opens new ones."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        pool = WirePool(f"http://127.0.0.1:{server.server_address[1]}", {}, timeout=5, max_connections=2)
+
+        async def get() -> bytes:
+            return (await pool.request("GET", "/")).content
+
+        assert asyncio.run(get()) == b"[]"
+        assert asyncio.run(get()) == b"[]"
+    finally:
+        server.shutdown()
+        server.server_close()
