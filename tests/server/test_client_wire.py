@@ -169,3 +169,22 @@ def test_one_pool_serves_two_event_loops_in_turn() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_one_pool_on_uvloop() -> None:
+    """The runner's event loop is uvloop's, whose transports are not asyncio.Transport instances."""
+    import uvloop  # uvicorn[standard] brings it; the runner uses it when installed
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        pool = WirePool(f"http://127.0.0.1:{server.server_address[1]}", {}, timeout=5, max_connections=2)
+
+        async def get_three() -> list[bytes]:
+            return [(await pool.request("GET", "/")).content for _ in range(3)]
+
+        assert uvloop.run(get_three()) == [b"[]"] * 3
+    finally:
+        server.shutdown()
+        server.server_close()
