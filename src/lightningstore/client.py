@@ -17,6 +17,7 @@ from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.attempt_end import ending_status, owned_rewards
 from lightningstore.batch_read import checked_attempt, checked_attributes, distinct_ids
 from lightningstore.client_pool import ClientPool
+from lightningstore.client_wire import WirePool
 from lightningstore.errors import (
     InvalidInputError,
     NotFoundError,
@@ -98,12 +99,17 @@ class StoreClient(LightningStore):
         """How many requests this client has re-sent (observability; tests use it)."""
         self.auth_headers: dict[str, str] = {"authorization": f"Bearer {token}"} if token else {}
         """The credentials header this client sends (empty in dev mode), e.g. for an OTLP exporter."""
-        self._pool = ClientPool(
-            self.base_url,
-            self.auth_headers,
-            timeout=timeout,
-            max_connections=max_connections,
-            transport=transport,
+        # Our own lean HTTP/1.1 connections, unless a transport is given (an ASGI app in tests).
+        self._pool: WirePool | ClientPool = (
+            WirePool(self.base_url, self.auth_headers, timeout=timeout, max_connections=max_connections)
+            if transport is None
+            else ClientPool(
+                self.base_url,
+                self.auth_headers,
+                timeout=timeout,
+                max_connections=max_connections,
+                transport=transport,
+            )
         )
 
     async def __aenter__(self) -> StoreClient:
@@ -131,7 +137,6 @@ class StoreClient(LightningStore):
         content = body if body is None or isinstance(body, bytes) else orjson.dumps(body)
         headers = {"content-type": "application/json"} if content is not None else None
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        wait = timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_seconds
         delay = 0.05
@@ -139,7 +144,7 @@ class StoreClient(LightningStore):
             asked = 0.0
             try:
                 response = await self._pool.request(
-                    method, path, content=content, params=query, headers=headers, timeout=wait
+                    method, path, content=content, params=query, headers=headers, timeout=timeout
                 )
             except httpx.TransportError as exc:
                 never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)

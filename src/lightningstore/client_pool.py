@@ -43,7 +43,10 @@ class ClientPool:
         self._busy.append(0)
         return len(self._clients) - 1
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def request(
+        self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        kwargs["timeout"] = httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
         index = self._pick()
         self._busy[index] += 1
         try:

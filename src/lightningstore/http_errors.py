@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Protocol
 
-import httpx
 import orjson
 
 from lightningstore.errors import (
@@ -26,6 +27,17 @@ _STATUS_FALLBACK: dict[int, type[StoreError]] = {
 _ERROR_ATTRIBUTES = ("field", "kind", "ident", "current", "new")
 
 
+class HttpAnswer(Protocol):
+    """What these functions read of an answer: an httpx.Response or the StoreClient's WireResponse."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def content(self) -> bytes: ...
+
+
 class StoreUnavailableError(StoreError):
     """The server could not be reached (or kept failing) within the retry budget."""
 
@@ -33,7 +45,7 @@ class StoreUnavailableError(StoreError):
     code = "unavailable"
 
 
-def retry_after(response: httpx.Response) -> float:
+def retry_after(response: HttpAnswer) -> float:
     """The seconds a response's `Retry-After` header asks to wait; 0.0 when absent or not in seconds."""
     try:
         seconds = float(response.headers.get("retry-after", ""))
@@ -42,13 +54,17 @@ def retry_after(response: httpx.Response) -> float:
     return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
 
 
-def error_from_response(response: httpx.Response) -> StoreError:
+def error_from_response(response: HttpAnswer) -> StoreError:
     """Rebuild the typed store error an ErrorBody names (`code` -> lightningstore.errors class)."""
     try:
         body = orjson.loads(response.content)
         code, message, details = body["code"], str(body["message"]), dict(body.get("details") or {})
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        code, message, details = None, f"HTTP {response.status_code}: {response.text[:300]}", {}
+        code, message, details = (
+            None,
+            f"HTTP {response.status_code}: {response.content[:300].decode('utf-8', errors='replace')}",
+            {},
+        )
     cls = ERRORS_BY_CODE.get(code or "") or _STATUS_FALLBACK.get(response.status_code, StoreError)
     if code == "unavailable" or (cls is StoreError and response.status_code >= 500):
         cls = StoreUnavailableError if response.status_code in (502, 503, 504) else StoreError

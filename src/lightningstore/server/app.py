@@ -21,6 +21,7 @@ from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.auth import declare_bearer_security
 from lightningstore.server.body_limit import BodyLimitMiddleware
 from lightningstore.server.error_handlers import install_error_handlers
+from lightningstore.server.fast_path import FastPathMiddleware
 from lightningstore.server.rate_limit import RateLimiter, RateLimitMiddleware
 from lightningstore.server.routes import attempts, events, otlp, resources, rollouts, system, telemetry
 from lightningstore.server.schemas import ErrorBody
@@ -98,6 +99,7 @@ def build_app(
         app.include_router(module.router)
     declare_bearer_security(app)
     install_error_handlers(app)
+    app.add_middleware(FastPathMiddleware)  # innermost: inside the body limit and the raw path
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     app.add_middleware(RawPathMiddleware)
     if limiter is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -93,10 +94,25 @@ def _unexpected(request: Request, exc: Exception) -> Response:
     return error_response(500, "store_error", f"internal error: {type(exc).__name__}")
 
 
+HANDLERS: dict[type[Exception], Callable[[Request, Exception], Response]] = {
+    StoreError: _store_error,
+    RequestValidationError: _validation_error,
+    StarletteHTTPException: _http_error,
+    sqlalchemy.exc.StatementError: _database_error,
+    OverflowError: _bad_value,
+    Exception: _unexpected,
+}
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(StoreError, _store_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(sqlalchemy.exc.StatementError, _database_error)
-    app.add_exception_handler(OverflowError, _bad_value)
-    app.add_exception_handler(Exception, _unexpected)
+    for kind, handler in HANDLERS.items():
+        app.add_exception_handler(kind, handler)
+
+
+def answer_error(request: Request, exc: Exception) -> Response:
+    """The answer the app's handlers give `exc` (the nearest class in its MRO, as Starlette picks)."""
+    for kind in type(exc).__mro__:
+        handler = HANDLERS.get(kind)
+        if handler is not None:
+            return handler(request, exc)
+    return _unexpected(request, exc)

@@ -87,7 +87,8 @@ class SqlSpans:
         stored: dict[SpanKey, Span] = {}
         for r in q.INSERT_SPANS[self._db.dialect].run(conn, batch.rows).rows:
             key = (r["attempt_id"], r["span_id"])
-            stored[key] = Span.model_validate({**batch.unique[key].__dict__, "sequence_id": r["sequence_id"]})
+            # The SpanIn was validated when it came in: adding the sequence id needs no second pass.
+            stored[key] = Span.model_construct(**batch.unique[key].__dict__, sequence_id=r["sequence_id"])
         repeats = [key for key in batch.unique if key not in stored]
         if repeats:  # a repeat returns the stored copy, not the one sent again
             stored.update(self._select_spans(conn, repeats))

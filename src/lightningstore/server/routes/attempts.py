@@ -6,10 +6,11 @@ from fastapi import APIRouter, Request
 
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.auth.agent_key import agent_key
-from lightningstore.auth.tokens import Permission
+from lightningstore.auth.tokens import Caller, Permission
 from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.server.auth import context
 from lightningstore.server.schemas import AgentKey, FinishAttemptBody, UpdateAttemptBody, WorkerRef
+from lightningstore.store import LightningStore
 
 router = APIRouter(prefix="/v1/rollouts/{rollout_id:id}/attempts", tags=["attempts"])
 
@@ -52,6 +53,13 @@ async def update_attempt(
 ) -> Attempt:
     """Change the fields present in the body; `attempt_id` may be `latest`."""
     store, caller = context(request)
+    return await update_attempt_as(store, caller, body, rollout_id, attempt_id)
+
+
+async def update_attempt_as(
+    store: LightningStore, caller: Caller, body: UpdateAttemptBody, rollout_id: str, attempt_id: str
+) -> Attempt:
+    """PATCH .../attempts/{attempt_id} once its body is read (shared with the server's fast path)."""
     caller.require(Permission.CLAIM)
     fields = {k: getattr(body, k) for k in body.model_fields_set}
     return await store.update_attempt(rollout_id, attempt_id, **fields)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Body, Request
 
 from lightningstore.attempt import AttemptedRollout
-from lightningstore.auth.tokens import Permission
+from lightningstore.auth.tokens import Caller, Permission
 from lightningstore.errors import NotFoundError
 from lightningstore.rollout import Rollout, RolloutRequest
 from lightningstore.server.auth import context
@@ -16,17 +16,25 @@ from lightningstore.server.schemas import (
     UpdateRolloutBody,
     WaitBody,
 )
+from lightningstore.store import LightningStore
 
 router = APIRouter(prefix="/v1/rollouts", tags=["rollouts"])
 MAX_WAIT_SECONDS = 30.0
+MAX_REQUESTS = 100_000
+"""The most rollouts one POST /v1/rollouts enqueues."""
 
 
 @router.post("")
 async def enqueue_rollouts(
-    request: Request, requests: list[RolloutRequest] = Body(max_length=100_000)
+    request: Request, requests: list[RolloutRequest] = Body(max_length=MAX_REQUESTS)
 ) -> list[Rollout]:
     """Queue rollouts in order, all or none; idempotent per given `rollout_id`."""
     store, caller = context(request)
+    return await enqueue_as(store, caller, requests)
+
+
+async def enqueue_as(store: LightningStore, caller: Caller, requests: list[RolloutRequest]) -> list[Rollout]:
+    """POST /v1/rollouts once its body is read (shared with the server's fast path)."""
     caller.require(Permission.ENQUEUE)
     return await store.enqueue_many_rollouts(requests)
 
@@ -35,6 +43,11 @@ async def enqueue_rollouts(
 async def dequeue_rollouts(request: Request, body: DequeueBody) -> list[AttemptedRollout]:
     """Claim up to `limit` waiting rollouts, oldest first."""
     store, caller = context(request)
+    return await dequeue_as(store, caller, body)
+
+
+async def dequeue_as(store: LightningStore, caller: Caller, body: DequeueBody) -> list[AttemptedRollout]:
+    """POST /v1/rollouts/dequeue once its body is read (shared with the server's fast path)."""
     caller.require(Permission.CLAIM)
     return await store.dequeue_many_rollouts(body.limit, worker_id=body.worker_id)
 

@@ -1,0 +1,143 @@
+"""FastPathMiddleware: the store's hottest routes answered without FastAPI's per-request machinery.
+
+A runner's loop is claim -> spans -> finish, and an algorithm enqueues one rollout at a time: on the
+store's workload (bench/store_vs_agl.py) these four routes carry ~90% of the requests, and FastAPI's
+routing, dependency solving, body parsing (json.loads, then a second pass to validate) and response
+validation cost about as much CPU as the store's own work. Here a well-formed JSON body is parsed
+and validated in one pass (`TypeAdapter.validate_json`, the same models and limits as the routes),
+the route's own function (`add_spans_as`, `enqueue_as`, `dequeue_as`, `update_attempt_as`) runs
+it, and the answer is serialised once.
+
+Anything else falls through to the FastAPI app unchanged: other routes, a query string, another
+content type, and a body that does not validate (replayed to FastAPI, so that bad input gets exactly
+the 4xx answer it always got). Errors raised by the route function get the app's own handlers
+(`error_handlers.answer_error`). The OpenAPI document still describes these routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+from pydantic import Field, TypeAdapter, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.rollout import Rollout, RolloutRequest
+from lightningstore.server.auth import context
+from lightningstore.server.error_handlers import answer_error
+from lightningstore.server.routes.attempts import update_attempt_as
+from lightningstore.server.routes.rollouts import MAX_REQUESTS, dequeue_as, enqueue_as
+from lightningstore.server.routes.telemetry import MAX_SPANS, add_spans_as
+from lightningstore.server.schemas import DequeueBody, UpdateAttemptBody
+from lightningstore.span import Span, SpanIn
+
+
+@dataclass(frozen=True)
+class HotRoute:
+    body: TypeAdapter[Any]
+    run: Callable[..., Awaitable[Any]]
+    """`run(store, caller, body, *path_ids)`."""
+    answer: TypeAdapter[Any]
+
+
+HOT_ROUTES: dict[tuple[str, str], HotRoute] = {
+    ("POST", "/v1/spans"): HotRoute(
+        TypeAdapter(Annotated[list[SpanIn], Field(max_length=MAX_SPANS)]),
+        add_spans_as,
+        TypeAdapter(list[Span]),
+    ),
+    ("POST", "/v1/rollouts"): HotRoute(
+        TypeAdapter(Annotated[list[RolloutRequest], Field(max_length=MAX_REQUESTS)]),
+        enqueue_as,
+        TypeAdapter(list[Rollout]),
+    ),
+    ("POST", "/v1/rollouts/dequeue"): HotRoute(
+        TypeAdapter(DequeueBody), dequeue_as, TypeAdapter(list[AttemptedRollout])
+    ),
+}
+UPDATE_ATTEMPT = HotRoute(TypeAdapter(UpdateAttemptBody), update_attempt_as, TypeAdapter(Attempt))
+"""PATCH /v1/rollouts/{rollout_id}/attempts/{attempt_id}: ids percent-decoded as `IdConvertor` does."""
+
+
+def _route(method: str, path: str) -> tuple[HotRoute | None, tuple[str, ...]]:
+    route = HOT_ROUTES.get((method, path))
+    if route is not None or method != "PATCH":
+        return route, ()
+    parts = path.split("/")
+    if (
+        len(parts) == 6
+        and parts[1:3] == ["v1", "rollouts"]
+        and parts[4] == "attempts"
+        and parts[3]
+        and parts[5]
+    ):
+        return UPDATE_ATTEMPT, (unquote(parts[3]), unquote(parts[5]))
+    return None, ()
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return value.split(b";", 1)[0].strip().lower() == b"application/json"
+    return False
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole body, or None when the client went away first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app the body already read, then whatever comes next."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class FastPathMiddleware:
+    """Serves HOT_ROUTES and UPDATE_ATTEMPT directly; everything else goes to `app`. Must sit inside BodyLimitMiddleware
+    (its limit applies while the body is read here) and RawPathMiddleware."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route, ids = _route(scope["method"], scope["path"]) if scope["type"] == "http" else (None, ())
+        if route is None or scope.get("query_string") or not _is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if body is None:
+            return
+        try:
+            value = route.body.validate_json(body)
+        except ValidationError:
+            await self.app(scope, _replay(body, receive), send)
+            return
+        request = Request(scope, receive)
+        try:
+            store, caller = context(request)
+            result = await route.run(store, caller, value, *ids)
+            response = Response(route.answer.dump_json(result), media_type="application/json")
+        except Exception as exc:  # noqa: BLE001 - every error gets the app's own answer
+            response = answer_error(request, exc)
+        await response(scope, receive, send)

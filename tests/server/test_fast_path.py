@@ -1,0 +1,153 @@
+"""The server's fast path (lightningstore.server.fast_path) answers exactly as the FastAPI routes do.
+
+A query string sends a request through FastAPI instead (the fast path only takes bare hot routes), so
+each case here sends the same request both ways and compares the answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import orjson
+import pytest
+
+from lightningstore import SqlStore
+from lightningstore.server import fast_path
+
+JSON = {"content-type": "application/json"}
+
+
+async def both(
+    http: httpx.AsyncClient, method: str, path: str, body: bytes, **headers: str
+) -> list[httpx.Response]:
+    """The answer of the fast path, then FastAPI's (`?via=fastapi`)."""
+    return [
+        await http.request(method, path + suffix, content=body, headers={**JSON, **headers})
+        for suffix in ("", "?via=fastapi")
+    ]
+
+
+def span(rollout_id: str, attempt_id: str, span_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "rollout_id": rollout_id,
+        "attempt_id": attempt_id,
+        "trace_id": "t1",
+        "span_id": span_id,
+        "name": "chat",
+        "attributes": {"ids": [1, 2, 3], "text": "héllo"},
+        **extra,
+    }
+
+
+async def test_hot_routes_answer_as_fastapi_does(raw_http: httpx.AsyncClient, sql_store: SqlStore) -> None:
+    fast, slow = await both(
+        raw_http, "POST", "/v1/rollouts", orjson.dumps([{"input": {"q": 1}, "rollout_id": "ro-1"}])
+    )
+    assert fast.status_code == slow.status_code == 200  # the second is an idempotent repeat
+    assert fast.json() == slow.json() and fast.json()[0]["rollout_id"] == "ro-1"
+    assert fast.headers["content-type"] == slow.headers["content-type"] == "application/json"
+
+    claim = await raw_http.post("/v1/rollouts/dequeue", json={"limit": 1, "worker_id": "w"})
+    assert claim.status_code == 200 and claim.json()[0]["rollout"]["rollout_id"] == "ro-1"
+    attempt_id = claim.json()[0]["attempt"]["attempt_id"]
+    empty = await both(raw_http, "POST", "/v1/rollouts/dequeue", b'{"limit": 2}')
+    assert [r.status_code for r in empty] == [200, 200] and [r.json() for r in empty] == [[], []]
+
+    body = orjson.dumps([span("ro-1", attempt_id, "s1"), span("ro-1", attempt_id, "s2", parent_id="s1")])
+    fast, slow = await both(raw_http, "POST", "/v1/spans", body)
+    assert fast.status_code == slow.status_code == 200
+    assert fast.json() == slow.json()
+    assert [s["sequence_id"] for s in fast.json()] == [
+        s.sequence_id for s in await sql_store.query_spans("ro-1")
+    ]
+
+
+async def test_update_attempt_with_encoded_ids_answers_as_fastapi_does(raw_http: httpx.AsyncClient) -> None:
+    await raw_http.post("/v1/rollouts", json=[{"input": 1, "rollout_id": "ro/1 %x"}])
+    claim = (await raw_http.post("/v1/rollouts/dequeue", json={})).json()[0]
+    path = f"/v1/rollouts/{quote('ro/1 %x', safe='')}/attempts/{claim['attempt']['attempt_id']}"
+    fast, slow = await both(raw_http, "PATCH", path, b'{"metadata": {"k": 1}}')
+    assert fast.status_code == slow.status_code == 200
+    same = {k: v for k, v in fast.json().items() if "time" not in k}
+    assert same == {k: v for k, v in slow.json().items() if "time" not in k} and same["metadata"] == {"k": 1}
+    latest = path.rsplit("/", 1)[0] + "/latest"
+    fast, slow = await both(
+        raw_http, "PATCH", latest, b'{"status": "succeeded"}'
+    )  # the same state again: a no-op
+    assert fast.status_code == slow.status_code == 200
+    assert fast.json()["status"] == slow.json()["status"] == "succeeded"
+    fast, slow = await both(raw_http, "PATCH", latest, b'{"status": "running"}')
+    assert fast.status_code == slow.status_code == 409 and fast.json() == slow.json()
+    assert fast.json()["code"] == "illegal_transition"
+    for body in (b'{"status": "sideways"}', b'{"metadata": 3}'):
+        fast, slow = await both(raw_http, "PATCH", path, body)
+        assert fast.status_code == slow.status_code == 422 and fast.json() == slow.json()
+    fast, slow = await both(raw_http, "PATCH", "/v1/rollouts/ro-none/attempts/at-none", b"{}")
+    assert fast.status_code == slow.status_code == 404 and fast.json() == slow.json()
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/spans", b'[{"rollout_id": "ro-1"}]'),  # fields missing
+        ("/v1/spans", b'[{"rollout_id": "ro-1",'),  # malformed JSON
+        ("/v1/rollouts", b'[{"input": 1, "mode": "sideways"}]'),  # no such mode
+        ("/v1/rollouts/dequeue", b'{"limit": 0}'),  # below the bound
+        ("/v1/rollouts/dequeue", b'{"limit": 1, "extra": true}'),  # unknown field
+        ("/v1/rollouts/dequeue", b"[]"),  # not an object
+    ],
+)
+async def test_bad_input_gets_fastapi_answer(raw_http: httpx.AsyncClient, path: str, body: bytes) -> None:
+    fast, slow = await both(raw_http, "POST", path, body)
+    assert fast.status_code == slow.status_code and fast.status_code in (400, 422)
+    assert fast.json() == slow.json()
+
+
+async def test_store_errors_auth_and_body_limit_answer_as_fastapi_does(
+    raw_http: httpx.AsyncClient, secured_transport: httpx.ASGITransport
+) -> None:
+    body = orjson.dumps([span("ro-x", "at-x", "s1")])
+    fast, slow = await both(raw_http, "POST", "/v1/spans", body)
+    assert fast.status_code == slow.status_code == 404 and fast.json() == slow.json()
+    assert fast.json()["code"] == "not_found"
+
+    too_big = orjson.dumps([span("ro-x", "at-x", f"s{k}", attributes={"text": "x" * 500}) for k in range(10)])
+    fast, slow = await both(raw_http, "POST", "/v1/spans", too_big)
+    assert fast.status_code == slow.status_code == 413 and fast.json() == slow.json()
+
+    async with httpx.AsyncClient(transport=secured_transport, base_url="http://store.test") as secured:
+        for headers in ({}, {"authorization": "Bearer nope"}, {"authorization": "Bearer run-token"}):
+            fast, slow = await both(secured, "POST", "/v1/rollouts", b'[{"input": 1}]', **headers)
+            assert fast.status_code == slow.status_code and fast.json() == slow.json()
+            assert fast.status_code in (401, 403)
+        fast, slow = await both(
+            secured, "POST", "/v1/rollouts/dequeue", b"{}", authorization="Bearer run-token"
+        )
+        assert fast.status_code == slow.status_code == 200 and fast.json() == slow.json() == []
+
+
+async def test_only_bare_json_requests_to_hot_routes_take_the_fast_path(
+    raw_http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served: list[str] = []
+    route = fast_path.HOT_ROUTES[("POST", "/v1/rollouts/dequeue")]
+
+    async def counting(store: Any, caller: Any, body: Any) -> Any:
+        served.append("fast")
+        return await route.run(store, caller, body)
+
+    monkeypatch.setitem(
+        fast_path.HOT_ROUTES,
+        ("POST", "/v1/rollouts/dequeue"),
+        fast_path.HotRoute(route.body, counting, route.answer),
+    )
+    await raw_http.post("/v1/rollouts/dequeue", content=b"{}", headers=JSON)
+    await raw_http.post(
+        "/v1/rollouts/dequeue", content=b"{}", headers={"content-type": "application/json; charset=utf-8"}
+    )
+    await raw_http.post("/v1/rollouts/dequeue?x=1", content=b"{}", headers=JSON)
+    await raw_http.post("/v1/rollouts/dequeue", content=b"{}", headers={"content-type": "text/plain"})
+    await raw_http.post("/v1/rollouts/dequeue", content=b'{"limit": -1}', headers=JSON)
+    assert served == ["fast", "fast"]
