@@ -1,4 +1,6 @@
-"""WirePool: the StoreClient's lean HTTP/1.1 transport — keep-alive connections parsed by httptools.
+"""WirePool: a lean HTTP/1.1 transport — keep-alive connections parsed by httptools.
+
+Used by the StoreClient for every store call and by the model gateway for non-streamed upstream calls.
 
 httpx spends most of a small request's CPU in its own layers (URL parsing, h11, anyio, pool
 bookkeeping): on the store's workload the client cost more CPU than the server. The store server
@@ -133,7 +135,13 @@ class WirePool:
     """Keep-alive connections to one origin, at most `max_connections` at a time."""
 
     def __init__(
-        self, base_url: str, headers: Mapping[str, str], *, timeout: float, max_connections: int
+        self,
+        base_url: str,
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        max_connections: int,
+        connect_timeout: float | None = None,
     ) -> None:
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -146,6 +154,7 @@ class WirePool:
         fixed = {"host": host_header, "user-agent": "lightningstore", "accept": "application/json", **headers}
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
         self._timeout = timeout
+        self._connect_timeout = connect_timeout
         self._max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: list[_Connection] = []
@@ -165,13 +174,16 @@ class WirePool:
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await loop.create_connection(
-                _Connection,
-                self._host,
-                self._port,
-                ssl=self._ssl,
-                server_hostname=self._host if self._ssl else None,
-            )
+            async with asyncio.timeout(self._connect_timeout):
+                _, conn = await loop.create_connection(
+                    _Connection,
+                    self._host,
+                    self._port,
+                    ssl=self._ssl,
+                    server_hostname=self._host if self._ssl else None,
+                )
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(f"no connection to {self._host}:{self._port} in time") from exc
         except (OSError, ssl.SSLError) as exc:
             raise httpx.ConnectError(f"cannot connect to {self._host}:{self._port}: {exc!r}") from exc
         self._open.add(conn)

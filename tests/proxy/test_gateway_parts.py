@@ -211,3 +211,19 @@ def test_config_refuses_negative_bounds() -> None:
         ProxyConfig(max_retries=-1)
     with pytest.raises(ValueError, match="pause_wait_s"):
         ProxyConfig(pause_wait_s=-1)
+
+
+def test_fast_call_matching_agrees_with_the_routes() -> None:
+    from lightningstore.proxy.fast_call import ProxyCall, match_call
+
+    base = "/proxy/rollout/ro%2F1/attempt/at-1/mode/train"
+    assert match_call("POST", base + "/v1/chat/completions") == ProxyCall("chat", "ro/1", "at-1", "train")
+    assert match_call("POST", base + "/openai/v1/completions") == ProxyCall(
+        "completion", "ro/1", "at-1", "train"
+    )
+    # Left to the FastAPI routes (which answer 404/405/422 as before):
+    assert match_call("GET", base + "/v1/chat/completions") is None
+    assert match_call("POST", base + "/v1/models") is None
+    assert match_call("POST", base.replace("train", "bogus") + "/v1/chat/completions") is None
+    assert match_call("POST", "/proxy/rollout//attempt/a/mode/train/v1/chat/completions") is None
+    assert match_call("POST", base + "/v1/chat/completions/extra") is None

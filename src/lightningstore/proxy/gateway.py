@@ -26,7 +26,7 @@ from lightningstore.proxy.request import CallRequest, Kind, parse_body, prepare
 from lightningstore.proxy.routing import endpoint_order
 from lightningstore.proxy.shape import shape_for_agent
 from lightningstore.proxy.stream import Finish, RecordedStream, one_chunk, relay
-from lightningstore.proxy.upstream import Upstream
+from lightningstore.proxy.upstream import Upstream, UpstreamResponse
 from lightningstore.store import LightningStore
 
 CALLER_ROLES = frozenset({Role.ADMIN, Role.ALGORITHM, Role.RUNNER})
@@ -45,7 +45,7 @@ def authorize(caller: Caller, rollout_id: str, attempt_id: str) -> None:
     )
 
 
-def _upstream_reason(response: httpx.Response) -> str:
+def _upstream_reason(response: UpstreamResponse) -> str:
     """The upstream's error message (OpenAI-shaped bodies) or the start of its body."""
     try:
         error = orjson.loads(response.content).get("error")
@@ -62,7 +62,7 @@ def _discard(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
-def _passthrough(response: httpx.Response) -> Response:
+def _passthrough(response: UpstreamResponse) -> Response:
     media_type = response.headers.get("content-type", "application/json")
     return Response(response.content, status_code=response.status_code, media_type=media_type)
 

@@ -33,6 +33,7 @@ def install_proxy(app: FastAPI, *, config: ProxyConfig | None = None) -> Gateway
             try:
                 yield state
             finally:
+                await gateway.upstream.aclose()
                 await gateway.upstream.client.aclose()
 
     app.router.lifespan_context = lifespan

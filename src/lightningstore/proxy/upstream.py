@@ -1,14 +1,17 @@
-"""Upstream: sends a call to the rollout's endpoints over one shared client, retrying with backoff."""
+"""Upstream: sends a call to the rollout's endpoints over keep-alive connections, retrying with backoff."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import urllib.request
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
 
+from lightningstore.client_wire import WirePool, WireResponse
 from lightningstore.llm_record import CallRecord
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
@@ -45,21 +48,77 @@ def new_client(config: ProxyConfig) -> httpx.AsyncClient:
     )
 
 
-def _retry_after(response: httpx.Response) -> float:
+UpstreamResponse = httpx.Response | WireResponse
+
+
+def _retry_after(response: UpstreamResponse) -> float:
     try:
         return max(0.0, float(response.headers.get("retry-after", "0")))
     except ValueError:
         return 0.0
 
 
+def _env_proxied(endpoint: str) -> bool:
+    """Whether HTTP(S)_PROXY / ALL_PROXY (minus NO_PROXY) would route `endpoint` through a proxy."""
+    url = urlsplit(endpoint)
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get(url.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass_environment(url.hostname or "", proxies)
+
+
 class Upstream:
-    """Posts one call to its endpoints: the rollout's home first, the next one after a connection error."""
+    """Posts one call to its endpoints: the rollout's home first, the next one after a connection error.
+
+    A whole (non-streamed) call goes over our own keep-alive connections (`WirePool`): httpx's layers
+    were most of the gateway's CPU per call. Streams, and endpoints that the environment routes
+    through an HTTP proxy, use the shared httpx client.
+    """
 
     def __init__(self, client: httpx.AsyncClient, config: ProxyConfig) -> None:
         self.client = client
         self._config = config
         self._urls: dict[tuple[str, str], httpx.URL] = {}
         self._headers = {"content-type": "application/json", **dict(config.upstream_headers)}
+        self._pools: dict[str, WirePool | None] = {}
+
+    def _pool(self, endpoint: str) -> WirePool | None:
+        """The endpoint's own connections (None: use httpx), made on first use."""
+        if endpoint not in self._pools:
+            if len(self._pools) >= URL_CACHE_SIZE:
+                self._pools.clear()  # connections of dropped pools close with their transports
+            lean = urlsplit(endpoint).scheme in ("http", "https") and not (
+                self._config.trust_env and _env_proxied(endpoint)
+            )
+            self._pools[endpoint] = (
+                WirePool(
+                    endpoint.rstrip("/"),
+                    self._headers,
+                    timeout=self._config.upstream_timeout_s,
+                    max_connections=self._config.max_connections,
+                    connect_timeout=self._config.connect_timeout_s,
+                )
+                if lean
+                else None
+            )
+        return self._pools[endpoint]
+
+    async def aclose(self) -> None:
+        """Close the lean connections (the httpx client is closed by its owner)."""
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            if pool is not None:
+                await pool.aclose()
+
+    async def _post(self, endpoint: str, path: str, payload: bytes, stream: bool) -> UpstreamResponse:
+        pool = None if stream else self._pool(endpoint)
+        if pool is not None:
+            return await pool.request("POST", path, content=payload)
+        headers = {**self._headers, "accept": "text/event-stream" if stream else "application/json"}
+        request = self.client.build_request(
+            "POST", self._url(endpoint, path), content=payload, headers=headers
+        )
+        return await self.client.send(request, stream=stream)
 
     def _url(self, endpoint: str, path: str) -> httpx.URL:
         """The parsed URL of `path` on `endpoint`, cached: parsing costs more than the rest of a request."""
@@ -78,25 +137,21 @@ class Upstream:
 
     async def send(
         self, endpoints: Sequence[str], path: str, body: JSON, record: CallRecord, *, stream: bool
-    ) -> httpx.Response:
+    ) -> UpstreamResponse:
         """The upstream's final response (streaming: opened, unread, to be closed by the caller).
 
         A 408/429/5xx answer is retried and, when retries run out, returned as it is; a connection
         failure moves to the next endpoint and raises ProxyError(502) when retries run out.
         """
         payload = orjson.dumps(body)
-        headers = {**self._headers, "accept": "text/event-stream" if stream else "application/json"}
         failovers = 0
         last_error = ""
         for retry in range(self._config.max_retries + 1):
             endpoint = endpoints[failovers % len(endpoints)]
             record.upstream, record.retries = endpoint, retry
-            request = self.client.build_request(
-                "POST", self._url(endpoint, path), content=payload, headers=headers
-            )
             floor = 0.0
             try:
-                response = await self.client.send(request, stream=stream)
+                response = await self._post(endpoint, path, payload, stream)
             except httpx.TimeoutException as error:
                 if not isinstance(error, httpx.ConnectTimeout | httpx.PoolTimeout):
                     raise ProxyError(504, f"upstream {endpoint} timed out: {type(error).__name__}") from None
@@ -110,7 +165,8 @@ class Upstream:
                     return response
                 floor = _retry_after(response)
                 last_error = f"status {response.status_code}"
-                await response.aclose()
+                if isinstance(response, httpx.Response):
+                    await response.aclose()
             if retry < self._config.max_retries:
                 await asyncio.sleep(self.backoff(retry, floor))
         raise ProxyError(

@@ -8,7 +8,8 @@ and validated in one pass (`TypeAdapter.validate_json`, the same models and limi
 the route's own function (`add_spans_as`, `enqueue_as`, `dequeue_as`, `update_attempt_as`) runs
 it, and the answer is serialised once.
 
-Anything else falls through to the FastAPI app unchanged: other routes, a query string, another
+The model gateway's call routes (`proxy.fast_call.match_call`) go straight to `Gateway.call`, as
+their FastAPI routes would. Anything else falls through to the FastAPI app unchanged: other routes, a query string, another
 content type, and a body that does not validate (replayed to FastAPI, so that bad input gets exactly
 the 4xx answer it always got). Errors raised by the route function get the app's own handlers
 (`error_handlers.answer_error`). The OpenAPI document still describes these routes.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import unquote
 
 from pydantic import Field, TypeAdapter, ValidationError
@@ -27,6 +28,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.auth.bearer import current_caller
+from lightningstore.proxy.fast_call import ProxyCall, match_call
 from lightningstore.rollout import Rollout, RolloutRequest
 from lightningstore.server.auth import context
 from lightningstore.server.error_handlers import answer_error
@@ -35,6 +38,9 @@ from lightningstore.server.routes.rollouts import MAX_REQUESTS, dequeue_as, enqu
 from lightningstore.server.routes.telemetry import MAX_SPANS, add_spans_as
 from lightningstore.server.schemas import DequeueBody, UpdateAttemptBody
 from lightningstore.span import Span, SpanIn
+
+if TYPE_CHECKING:
+    from lightningstore.proxy.gateway import Gateway
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,12 @@ class FastPathMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope.get("query_string"):
+            call = match_call(scope["method"], scope["path"])
+            gateway = getattr(scope["app"].state, "proxy", None) if call is not None else None
+            if gateway is not None:
+                await self._proxy_call(gateway, call, scope, receive, send)
+                return
         route, ids = _route(scope["method"], scope["path"]) if scope["type"] == "http" else (None, ())
         if route is None or scope.get("query_string") or not _is_json(scope):
             await self.app(scope, receive, send)
@@ -138,6 +150,21 @@ class FastPathMiddleware:
             store, caller = context(request)
             result = await route.run(store, caller, value, *ids)
             response = Response(route.answer.dump_json(result), media_type="application/json")
+        except Exception as exc:  # noqa: BLE001 - every error gets the app's own answer
+            response = answer_error(request, exc)
+        await response(scope, receive, send)
+
+    @staticmethod
+    async def _proxy_call(
+        gateway: Gateway, call: ProxyCall, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A model call through the gateway, as its FastAPI route would run it."""
+        request = Request(scope, receive)
+        try:
+            caller = current_caller(request)
+            response = await gateway.call(
+                request, call.kind, caller, call.rollout_id, call.attempt_id, call.mode
+            )
         except Exception as exc:  # noqa: BLE001 - every error gets the app's own answer
             response = answer_error(request, exc)
         await response(scope, receive, send)
