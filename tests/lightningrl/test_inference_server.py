@@ -497,3 +497,53 @@ async def test_one_sequence_at_a_time_is_batch_invariant(model_dirs: tuple[Path,
     assert stats["max_batch_size"] == 1
     assert alone[0] and len(alone[0]) == len(alone[1])
     assert crowded == alone
+
+
+def test_a_batch_that_keeps_admitting_keeps_its_cache_short(model_dirs: tuple[Path, Path]) -> None:
+    """Continuous admission for 60 jobs: the attention span stays near one job's length (the padding
+    of finished rows is trimmed), and every job still decodes exactly as it does alone."""
+    from lightningrl.serving.engine import Engine
+    from lightningrl.serving.job import Job
+
+    served = load_model(model_dirs[0], device="cpu", version=0)
+    loop = asyncio.new_event_loop()
+    prompt = served.tokenizer.encode("The sun")
+    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+
+    def job() -> Job:
+        return Job([prompt], 1, params, False, lambda m: [prompt], 0, loop)
+
+    widths: list[int] = []
+    forward = served.model.forward
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        widths.append(kwargs["attention_mask"].shape[1])
+        return forward(*args, **kwargs)
+
+    pending = [job() for _ in range(60)]
+    done = list(pending)
+
+    def admit(free: int) -> list[Job]:  # one newcomer per step while any is left
+        return [pending.pop()] if pending and free else []
+
+    engine = Engine(served)
+    alone = job()
+    engine.run([alone])
+    served.model.forward = spy  # type: ignore[method-assign]
+    try:
+        engine.run([pending.pop()], admit, max_rows=8)
+    finally:
+        del served.model.forward
+        loop.run_until_complete(asyncio.sleep(0))
+
+    def tokens(j: Job) -> list[int]:
+        events = []
+        while not j.events.empty():
+            events.append(j.events.get_nowait())
+        return [t for e in events if hasattr(e, "token_ids") for t in e.token_ids]
+
+    expected = tokens(alone)
+    assert len(expected) == 12
+    assert all(tokens(j) == expected for j in done)
+    assert len(widths) > 60 and max(widths) <= len(prompt) + 12 + 8, max(widths)
+    loop.close()

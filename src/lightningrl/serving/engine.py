@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from lightningrl.serving.job import Failed, Job, Started
+from lightningrl.serving.kv_cache import GrowingCache
 from lightningrl.serving.model import LoadedModel
 from lightningrl.serving.sampling import row_generator, sample_step
 from lightningrl.serving.sequence import Sequence
@@ -104,7 +105,7 @@ class Engine:
                     rows.extend(joined)  # a failure from here on fails them too
                     idle_steps = 0
                     newcomers = self._prefill(model, joined)
-                    batch = _merge(batch, newcomers) if newcomers is not None else batch
+                    batch = _trim(_merge(batch, newcomers)) if newcomers is not None else batch
             idle_steps += 1
             if idle_steps > model.max_model_len:
                 raise RuntimeError(f"decoding did not finish within {model.max_model_len} steps")
@@ -137,7 +138,7 @@ class Engine:
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=None,
+            past_key_values=GrowingCache(),
             use_cache=True,
             logits_to_keep=1,
         )
@@ -181,6 +182,7 @@ class Engine:
                 batch.mask[index],
                 batch.positions[index],
             )
+            batch = _trim(batch)
         return batch
 
 
@@ -206,6 +208,24 @@ def _merge(running: _Batch, newcomers: _Batch) -> _Batch:
     running.positions = torch.cat([running.positions, newcomers.positions])
     running.next_tokens = torch.cat([running.next_tokens, newcomers.next_tokens])
     return running
+
+
+def _trim(batch: _Batch) -> _Batch:
+    """Drop the cache columns no row attends to any more (the padding left by rows that finished).
+
+    Without this a batch that keeps admitting newcomers grows its cache by one column per step for as
+    long as it runs (measured: 16 concurrent clients fell from ~5,000 to ~1,200 tokens/s over 400
+    requests). Keys are stored after their rotary embedding and positions are explicit, so cutting
+    columns on the left changes nothing for the rows that remain."""
+    used = batch.mask.any(dim=0)
+    start = int(used.to(torch.int8).argmax()) if bool(used.any()) else 0
+    if start == 0:
+        return batch
+    batch.mask = batch.mask[:, start:]
+    for layer in batch.cache.layers:
+        layer.keys = layer.keys[..., start:, :]
+        layer.values = layer.values[..., start:, :]
+    return batch
 
 
 def _check_prompts(prompts: list[list[int]], max_tokens: int, model: LoadedModel) -> None:

@@ -53,20 +53,29 @@ def sample_step(
     logits = logits.float()
     batch, vocab = logits.shape
     device = logits.device
+    greedy = logits.argmax(dim=-1)
     temperatures = torch.tensor([p.temperature for p in params], device=device)
-    top_ps = torch.tensor([p.top_p for p in params], device=device)
     # One uniform draw per row from the row's own generator: a row's samples do not depend on its batch.
+    # Greedy rows draw too, so that a row's stream of draws never depends on its neighbours' settings.
     uniforms = torch.cat([torch.rand(1, generator=g) for g in generators]).to(device)
-
-    probs = torch.softmax(logits / temperatures.clamp(min=1e-5)[:, None], dim=-1)
-    sorted_probs, sorted_ids = probs.sort(dim=-1, descending=True, stable=True)
-    outside_top_p = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_ps[:, None]
-    kept = sorted_probs.masked_fill(outside_top_p, 0.0)
-    cdf = kept.cumsum(dim=-1)
-    cdf = cdf / cdf[:, -1:]
-    position = torch.searchsorted(cdf, uniforms[:, None]).clamp(max=vocab - 1)
-    sampled = sorted_ids.gather(1, position).squeeze(1)
-    tokens = torch.where(temperatures == 0, logits.argmax(dim=-1), sampled)
+    if all(p.temperature == 0 for p in params):
+        tokens = greedy
+    else:
+        probs = torch.softmax(logits / temperatures.clamp(min=1e-5)[:, None], dim=-1)
+        if all(p.top_p >= 1.0 for p in params):
+            # No nucleus to cut: invert the CDF in vocabulary order (no sort, the costliest step).
+            ids, kept = None, probs
+        else:
+            top_ps = torch.tensor([p.top_p for p in params], device=device)
+            kept, ids = probs.sort(dim=-1, descending=True, stable=True)
+            outside_top_p = (kept.cumsum(dim=-1) - kept) >= top_ps[:, None]
+            kept = kept.masked_fill(outside_top_p, 0.0)
+        cdf = kept.cumsum(dim=-1)
+        cdf = cdf / cdf[:, -1:]
+        # right=True: the first entry whose CDF exceeds the draw, so a zero-probability token is never picked.
+        position = torch.searchsorted(cdf, uniforms[:, None], right=True).clamp(max=vocab - 1)
+        sampled = (ids.gather(1, position) if ids is not None else position).squeeze(1)
+        tokens = torch.where(temperatures == 0, greedy, sampled)
 
     raw = torch.log_softmax(logits, dim=-1)
     chosen = raw.gather(1, tokens[:, None]).squeeze(1)
