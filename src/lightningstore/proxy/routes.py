@@ -73,27 +73,35 @@ async def models(
     return {"object": "list", "data": cards}
 
 
-def _require_admin(caller: Caller) -> Response | None:
-    if caller.role in ADMIN_ROLES:
-        return None
-    return ProxyError(
-        403, f"the {caller.role.value} credential may not pause or drain the gateway"
-    ).response()
+def _require_admin(caller: Caller, request: Request) -> Response | None:
+    if caller.role not in ADMIN_ROLES:
+        return ProxyError(
+            403, f"the {caller.role.value} credential may not pause or drain the gateway"
+        ).response()
+    processes = getattr(request.app.state, "server_processes", 1)
+    if processes > 1:
+        return ProxyError(
+            409,
+            f"this store server runs {processes} processes, each with its own gateway: pausing or "
+            "draining one would leave the others serving. Serve the model gateway from a "
+            "single-process store server (--workers 1) on the same database",
+        ).response()
+    return None
 
 
 @router.post("/admin/pause", response_model=None)
-async def pause(gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
+async def pause(request: Request, gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
     """New calls wait (up to `pause_wait_s`) until resumed; calls in flight continue."""
-    if (refused := _require_admin(caller)) is not None:
+    if (refused := _require_admin(caller, request)) is not None:
         return refused
     gateway.gate.pause()
     return gateway.gate.counts()
 
 
 @router.post("/admin/resume", response_model=None)
-async def resume(gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
+async def resume(request: Request, gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
     """Let waiting and new calls through."""
-    if (refused := _require_admin(caller)) is not None:
+    if (refused := _require_admin(caller, request)) is not None:
         return refused
     gateway.gate.resume()
     return gateway.gate.counts()
@@ -101,19 +109,20 @@ async def resume(gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Res
 
 @router.post("/admin/drain", response_model=None)
 async def drain(
+    request: Request,
     gateway: GatewayDep,
     caller: CallerDep,
     timeout_s: Annotated[float | None, Query(ge=0, le=3600)] = None,
 ) -> dict[str, Any] | Response:
     """Wait until no call is in flight (bounded); `drained` says whether that happened."""
-    if (refused := _require_admin(caller)) is not None:
+    if (refused := _require_admin(caller, request)) is not None:
         return refused
     return await gateway.gate.drain(gateway.config.drain_timeout_s if timeout_s is None else timeout_s)
 
 
 @router.get("/admin/status", response_model=None)
-async def status(gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
+async def status(request: Request, gateway: GatewayDep, caller: CallerDep) -> dict[str, Any] | Response:
     """Whether the gateway is paused, and its call counts."""
-    if (refused := _require_admin(caller)) is not None:
+    if (refused := _require_admin(caller, request)) is not None:
         return refused
     return gateway.gate.counts()

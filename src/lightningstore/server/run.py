@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import logging
 import math
 import os
 import sys
+from typing import Any
 
 from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.app import DEFAULT_MAX_BODY_BYTES, build_app
@@ -42,15 +44,15 @@ def serve(
     rate_limit: float | None = None,
     rate_burst: int | None = None,
     metrics_csv: str | None = None,
+    workers: int = 1,
 ) -> None:
     """Serve a SqlStore on `db` until interrupted; refuses a non-loopback host without tokens.
 
     `rate_limit` requests/second per caller (None: unlimited), bursts of `rate_burst` (see build_app);
-    `metrics_csv`: the run whose metrics the dashboard's training page charts.
+    `metrics_csv`: the run whose metrics the dashboard's training page charts; `workers` > 1 serves
+    from that many processes on one socket (PostgreSQL only; see `app_from_spec`).
     """
     import uvicorn
-
-    from lightningstore.sql import SqlStore
 
     tokens = tokens or TokenConfig()
     if not tokens.enabled and not is_loopback(host):
@@ -58,18 +60,31 @@ def serve(
             f"refusing to serve on non-loopback host {host!r} without tokens: set LIGHTNINGRL_ADMIN_TOKEN "
             "(and the other role tokens) or pass --tokens-file"
         )
-    app = build_app(
-        SqlStore(db),
-        tokens=tokens,
-        max_body_bytes=max_body_bytes,
-        sweep_interval=sweep_interval,
-        close_store=True,
-        rate_limit=rate_limit,
-        rate_burst=rate_burst,
-        ui_metrics_csv=metrics_csv,
-    )
+    if workers < 1:
+        raise SystemExit(f"workers must be >= 1, got {workers}")
+    if workers > 1 and not db.startswith(("postgresql:", "postgresql+", "postgres:")):
+        raise SystemExit(
+            f"workers={workers} needs a PostgreSQL database (a SQLite file has one writer), got {db!r}"
+        )
+    spec = {
+        "db": db,
+        "tokens": _tokens_spec(tokens),
+        "max_body_bytes": max_body_bytes,
+        "sweep_interval": sweep_interval,
+        "rate_limit": rate_limit,
+        "rate_burst": rate_burst,
+        "metrics_csv": metrics_csv,
+        "workers": workers,
+    }
+    if workers > 1:
+        os.environ[SPEC_ENV] = json.dumps(spec)
+        target: Any = "lightningstore.server.run:app_from_spec"
+    else:
+        target = _app(spec)
     config = uvicorn.Config(
-        app,
+        target,
+        factory=workers > 1,
+        workers=workers,
         host=host,
         port=port,
         loop="uvloop",
@@ -80,7 +95,49 @@ def serve(
         timeout_keep_alive=30,
         backlog=4096,
     )
-    uvicorn.Server(config).run()
+    if workers == 1:
+        uvicorn.Server(config).run()
+        return
+    from uvicorn.supervisors import Multiprocess
+
+    # uvicorn's own supervisor: one listening socket, `workers` processes, each restarted if it dies.
+    Multiprocess(config, sockets=[config.bind_socket()]).run()
+
+
+SPEC_ENV = "LIGHTNINGRL_STORE_SERVER_SPEC"
+"""How `serve(workers>1)` hands each worker process its settings (JSON; tokens as SHA-256 digests)."""
+
+
+def _tokens_spec(tokens: TokenConfig) -> dict[str, Any]:
+    roles = {digest.hex(): role.value for digest, role in tokens.roles_by_digest.items()}
+    return {"roles_by_digest": roles, "agent_secret": tokens.agent_secret}
+
+
+def _app(spec: dict[str, Any]) -> Any:
+    from lightningstore.auth.tokens import Role
+    from lightningstore.sql import SqlStore
+
+    tokens = TokenConfig(
+        {bytes.fromhex(h): Role(r) for h, r in spec["tokens"]["roles_by_digest"].items()},
+        spec["tokens"]["agent_secret"],
+    )
+    app = build_app(
+        SqlStore(spec["db"]),
+        tokens=tokens,
+        max_body_bytes=spec["max_body_bytes"],
+        sweep_interval=spec["sweep_interval"],
+        close_store=True,
+        rate_limit=spec["rate_limit"],
+        rate_burst=spec["rate_burst"],
+        ui_metrics_csv=spec["metrics_csv"],
+    )
+    app.state.server_processes = spec["workers"]
+    return app
+
+
+def app_from_spec() -> Any:
+    """The app of one worker process of a multi-process server (uvicorn calls this factory in each)."""
+    return _app(json.loads(os.environ[SPEC_ENV]))
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +177,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="a training run's metrics.csv for the dashboard's training page (/ui/training); "
         "default: $LIGHTNINGRL_METRICS_CSV, else the metrics stored with each published version",
     )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="serve from N processes on one socket (PostgreSQL only). Each has its own model gateway: "
+        "/proxy/admin pause and drain need one process, so they answer 409 when N > 1",
+    )
     parser.add_argument("--log-level", default="warning")
 
 
@@ -158,6 +223,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
         rate_limit=args.rate_limit or None,
         rate_burst=args.rate_burst,
         metrics_csv=args.metrics_csv,
+        workers=args.workers,
     )
     return 0
 
