@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import ipaddress
 import json
 import logging
@@ -132,6 +133,11 @@ def _app(spec: dict[str, Any]) -> Any:
         ui_metrics_csv=spec["metrics_csv"],
     )
     app.state.server_processes = spec["workers"]
+    # Everything built so far (modules, the app, the store) lives as long as the process: keep it out
+    # of the cyclic collector's full passes, which otherwise walked it all and stalled every request
+    # for 150-200 ms a few times a minute under load (bench/store_open_loop.py).
+    gc.collect()
+    gc.freeze()
     return app
 
 

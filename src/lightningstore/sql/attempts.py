@@ -141,7 +141,7 @@ class SqlAttempts:
 
     def _sweep(self, conn: sa.Connection, now: float) -> list[Attempt]:
         changed: list[Attempt] = []
-        for row in q.SELECT_OPEN_ATTEMPTS.run(conn).rows:
+        for row in q.SELECT_STALE_ATTEMPTS.run(conn, {"now": now}).rows:
             m = dict(row)
             config = RolloutConfig.model_validate(m.pop("rollout_config"))
             attempt = Attempt.model_validate(m)

@@ -131,10 +131,25 @@ TOUCH_ATTEMPT = Prepared(
     )
     .returning(*A.c)
 )
-SELECT_OPEN_ATTEMPTS = Prepared(
+_TIMEOUT = R.c.config["timeout_seconds"].as_float()
+_UNRESPONSIVE = R.c.config["unresponsive_seconds"].as_float()
+SELECT_STALE_ATTEMPTS = Prepared(
     sa.select(A, R.c.config.label("rollout_config"))
     .join(R, R.c.rollout_id == A.c.rollout_id)
     .where(is_one_of(A.c.status, OPEN_ATTEMPT))
+    # The watchdog's two rules, decided by the database: only attempts past a limit come back (the
+    # sweep used to load and validate every open attempt, every second, inside a write).
+    .where(
+        sa.or_(
+            sa.and_(_TIMEOUT.is_not(None), A.c.start_time + _TIMEOUT < sa.bindparam("now")),
+            sa.and_(
+                _UNRESPONSIVE.is_not(None),
+                A.c.status != AttemptStatus.UNRESPONSIVE.value,
+                sa.func.coalesce(A.c.last_heartbeat_time, A.c.start_time) + _UNRESPONSIVE
+                < sa.bindparam("now"),
+            ),
+        )
+    )
 )
 
 # ---- spans and rewards ------------------------------------------------------------------------
