@@ -45,7 +45,9 @@ def as_rows(tasks: list[SqlTask]) -> list[dict]:
     return [{"task_id": t.task_id, "input": t.as_input(), "tags": {"agg": t.aggregate}} for t in tasks]
 
 
-def checker_scores(model_dir: Path, cases: list[tuple[list[dict[str, str]], str]]) -> tuple[float, list[float]]:
+def checker_scores(
+    model_dir: Path, cases: list[tuple[list[dict[str, str]], str]]
+) -> tuple[float, list[float]]:
     """(accuracy of the likelier verdict, log p(approve) - log p(reject) per case) under `model_dir`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -61,7 +63,9 @@ def checker_scores(model_dir: Path, cases: list[tuple[list[dict[str, str]], str]
         return float(logits.gather(1, torch.tensor(completion)[:, None]).sum())
 
     margins = [logprob(m, "approve") - logprob(m, "reject") for m, _ in cases]
-    right = sum((margin > 0) == (verdict == "approve") for margin, (_, verdict) in zip(margins, cases, strict=True))
+    right = sum(
+        (margin > 0) == (verdict == "approve") for margin, (_, verdict) in zip(margins, cases, strict=True)
+    )
     return right / len(cases), margins
 
 
@@ -76,7 +80,9 @@ def main(args: argparse.Namespace) -> None:
     val = random.Random(args.seed).sample(heldout, min(args.val_tasks, len(heldout)))
     tools = tool_schemas()
 
-    console.rule(f"[bold]LightningRL CPU demo: SQL agent (LangGraph), train {args.train_roles}, seed {args.seed}")
+    console.rule(
+        f"[bold]LightningRL CPU demo: SQL agent (LangGraph), train {args.train_roles}, seed {args.seed}"
+    )
     if args.warmup_from:
         warm = shutil.copytree(args.warmup_from, out / "model-warmup")
         console.print(f"reusing the warmed-up model from {args.warmup_from}")
@@ -148,7 +154,9 @@ def main(args: argparse.Namespace) -> None:
     validations = [r for r in result.metrics if "val/success" in r]
     before, after = validations[0], validations[-1]
     for label, row in (("before", before), ("after", after)):
-        slices = {k[len("val/success[") : -1]: round(v, 2) for k, v in row.items() if k.startswith("val/success[")}
+        slices = {
+            k[len("val/success[") : -1]: round(v, 2) for k, v in row.items() if k.startswith("val/success[")
+        }
         console.print(f"held-out success {label} RL: {row['val/success']:.2f}  {slices}", markup=False)
     steps = [r for r in result.metrics if "credit/llm_calls" in r]
     filtered = sum(int(r.get("credit/calls_filtered_agent", 0)) for r in steps)
@@ -202,7 +210,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "and verdict leave ~0.06): copying the table and column is learned late by some seeds",
     )
     p.add_argument("--warmup-max-steps", type=int, default=1500)
-    p.add_argument("--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)")
+    p.add_argument(
+        "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
+    )
     p.add_argument("--mini-batch", type=int, default=32, help="sequences per optimiser step")
     p.add_argument("--ppo-epochs", type=int, default=2)
     return p.parse_args(argv)

@@ -110,7 +110,10 @@ def writer_system(db: str) -> str:
 
 def writer_messages(task: dict[str, Any]) -> list[dict[str, str]]:
     """The writer's first call (the tools are offered beside these messages)."""
-    return [{"role": "system", "content": writer_system(task["db"])}, {"role": "user", "content": task["question"]}]
+    return [
+        {"role": "system", "content": writer_system(task["db"])},
+        {"role": "user", "content": task["question"]},
+    ]
 
 
 def checker_messages(question: str, sql: str, result: str) -> list[dict[str, str]]:
@@ -175,7 +178,11 @@ def tools_block(tools: list[dict[str, Any]]) -> str:
 
 def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
     """A tool call as the model writes it (and as the template renders it back in the history)."""
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        + "\n</tool_call>"
+    )
 
 
 def rendered_writer_messages(
@@ -212,10 +219,14 @@ def demonstrations(
             wrong = rng.choice([c for c in columns if c not in SCHEMAS[task.db][1]])
             bad_sql = sql_for(rng.choice(list(AGGREGATES)), wrong, task.table)
             _, error = run_sql(open_database(task.db, task.variant), bad_sql)
-            out.append((rendered_writer_messages(source, tools), tool_call_text("run_query", {"sql": bad_sql})))
+            out.append(
+                (rendered_writer_messages(source, tools), tool_call_text("run_query", {"sql": bad_sql}))
+            )
             failed = (bad_sql, error)
         sql = sql_for(rng.choice(list(AGGREGATES)), task.column, task.table)
-        out.append((rendered_writer_messages(source, tools, failed), tool_call_text("run_query", {"sql": sql})))
+        out.append(
+            (rendered_writer_messages(source, tools, failed), tool_call_text("run_query", {"sql": sql}))
+        )
         _, result = run_sql(open_database(task.db, task.variant), sql)
         out.append((checker_messages(task.question, sql, result), rng.choice(VERDICTS)))
     return out
@@ -227,7 +238,9 @@ def checker_cases(tasks: list[SqlTask], seed: int, count: int) -> list[tuple[lis
     cases = []
     for i in range(count):
         task = rng.choice(tasks)
-        aggregate = task.aggregate if i % 2 == 0 else rng.choice([a for a in AGGREGATES if a != task.aggregate])
+        aggregate = (
+            task.aggregate if i % 2 == 0 else rng.choice([a for a in AGGREGATES if a != task.aggregate])
+        )
         sql = sql_for(aggregate, task.column, task.table)
         _, result = run_sql(open_database(task.db, task.variant), sql)
         cases.append((checker_messages(task.question, sql, result), "approve" if i % 2 == 0 else "reject"))

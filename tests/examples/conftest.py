@@ -29,7 +29,11 @@ class StoreRead:
         """The LLM-call spans (credit assignment's own test) of rollouts of `mode` (None: all)."""
         from lightningrl.credit.calls import is_llm_span
 
-        ids = [r.rollout_id for r in self.rollouts if mode is None or str(getattr(r.mode, "value", r.mode)) == mode]
+        ids = [
+            r.rollout_id
+            for r in self.rollouts
+            if mode is None or str(getattr(r.mode, "value", r.mode)) == mode
+        ]
         return [s for i in ids for s in self.spans[i] if is_llm_span(s)]
 
 

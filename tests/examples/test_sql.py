@@ -49,8 +49,12 @@ def test_warmup_prompts_render_as_the_server_renders_the_agents_requests(tokeniz
     assert [t["function"]["name"] for t in tools] == ["list_tables", "describe_table", "run_query"]
     train, _ = split_tasks(0)
     task = train[0].as_input()
-    served = tokenizer.apply_chat_template(writer_messages(task), tools=tools, tokenize=False, add_generation_prompt=True)
-    demo = tokenizer.apply_chat_template(rendered_writer_messages(task, tools), tokenize=False, add_generation_prompt=True)
+    served = tokenizer.apply_chat_template(
+        writer_messages(task), tools=tools, tokenize=False, add_generation_prompt=True
+    )
+    demo = tokenizer.apply_chat_template(
+        rendered_writer_messages(task, tools), tokenize=False, add_generation_prompt=True
+    )
     assert served == demo
     # the rewrite after an error: the history as the server renders LangChain's tool call and tool message
     bad = sql_for("MAX", "nope", task["table"])
@@ -58,7 +62,13 @@ def test_warmup_prompts_render_as_the_server_renders_the_agents_requests(tokeniz
     assert error == "error: no such column: nope"
     history = [
         *writer_messages(task),
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run_query", "arguments": {"sql": bad}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "run_query", "arguments": {"sql": bad}}}
+            ],
+        },
         {"role": "tool", "content": error, "tool_call_id": "c1"},
     ]
     served = tokenizer.apply_chat_template(history, tools=tools, tokenize=False, add_generation_prompt=True)
@@ -121,7 +131,9 @@ def test_fit_trains_the_writer_only(tmp_path: Path, warm_model, read_store) -> N
     roles = [s.attributes.get(semconv.AGENT_NAME) for s in spans]
     assert set(roles) <= {"writer", "checker"} and "writer" in roles
     for span in spans:
-        assert span.attributes[semconv.LLM_PROMPT_TOKEN_IDS] and span.attributes[semconv.LLM_RESPONSE_TOKEN_IDS]
+        assert (
+            span.attributes[semconv.LLM_PROMPT_TOKEN_IDS] and span.attributes[semconv.LLM_RESPONSE_TOKEN_IDS]
+        )
     # the writer's <tool_call> was parsed into an OpenAI tool call and ToolNode ran it: each query run
     # left its step reward, and the tools offered were rendered into the recorded prompt
     ran = [r for rewards in run.rewards.values() for r in rewards if r.name == "query_ran"]
