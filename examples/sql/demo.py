@@ -214,7 +214,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
     )
     p.add_argument("--mini-batch", type=int, default=32, help="sequences per optimiser step")
-    p.add_argument("--ppo-epochs", type=int, default=2)
+    p.add_argument("--ppo-epochs", type=int, default=4)
     return p.parse_args(argv)
 
 

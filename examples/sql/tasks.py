@@ -81,7 +81,8 @@ def open_database(db: str, variant: int) -> sqlite3.Connection:
     """The generated database `db` (variant `variant`) in memory: the same rows every time."""
     table, (c1, c2) = SCHEMAS[db]
     rng = random.Random(f"{db}-{variant}")
-    conn = sqlite3.connect(":memory:")
+    # LangGraph's ToolNode runs a sync tool in a worker thread: the connection crosses threads (one at a time)
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.execute(f"CREATE TABLE {table} (name TEXT, {c1} INTEGER, {c2} INTEGER)")
     # distinct values, so MAX, MIN, SUM and AVG of a column all differ
     first, second = rng.sample(range(1, 100), ROWS), rng.sample(range(1, 100), ROWS)

@@ -96,6 +96,39 @@ def test_heldout_pairs_are_never_asked_in_training_and_aggregates_differ() -> No
         assert len(results) == len(AGGREGATES) and all(ran for ran, _ in results)
 
 
+async def test_toolnode_runs_the_writers_calls_on_the_task_database() -> None:
+    """ToolNode runs sync tools in a worker thread: the in-memory database must serve them there."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from examples.sql.agent import make_tools
+
+    train, _ = split_tasks(0)
+    task = train[0]
+    conn = open_database(task.db, task.variant)
+    log: list[tuple[str, bool, str]] = []
+    calls = [
+        {"name": "run_query", "args": {"sql": task.gold_sql}, "id": "c1"},
+        {"name": "run_query", "args": {"sql": sql_for("MAX", "nope", task.table)}, "id": "c2"},
+        {"name": "list_tables", "args": {}, "id": "c3"},
+        {"name": "describe_table", "args": {"table": task.table}, "id": "c4"},
+    ]
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", ToolNode(make_tools(conn, log)))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    out = await graph.compile().ainvoke({"messages": [AIMessage("", tool_calls=calls)]})
+    texts = [m.content for m in out["messages"][1:]]
+    gold = run_sql(open_database(task.db, task.variant), task.gold_sql)
+    assert log == [
+        (task.gold_sql, True, gold[1]),
+        (calls[1]["args"]["sql"], False, "error: no such column: nope"),
+    ]
+    assert texts[:2] == [gold[1], "error: no such column: nope"] and texts[2] == task.table
+    assert texts[3].startswith("name TEXT, ")
+
+
 @pytest.mark.slow
 def test_fit_trains_the_writer_only(tmp_path: Path, warm_model, read_store) -> None:
     from examples.sql.agent import sql_agent
