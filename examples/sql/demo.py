@@ -195,26 +195,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--val-every", type=int, default=10)
     p.add_argument("--val-tasks", type=int, default=64, help="held-out tasks sampled for validation")
     p.add_argument("--checker-cases", type=int, default=64)
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--workers", type=int, default=32)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--workers", type=int, default=16)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--warmup-steps", type=int, default=300)
     p.add_argument("--warmup-lr", type=float, default=3e-3)
-    p.add_argument("--warmup-batch", type=int, default=32)
+    p.add_argument("--warmup-batch", type=int, default=16)
     p.add_argument(
         "--warmup-until-loss",
         type=float,
         default=0.08,
         help="after --warmup-steps, go on until the mean loss of 30 steps is this low (the random aggregate "
-        "and verdict leave ~0.06): copying the table and column is learned late by some seeds",
+        "and verdict leave ~0.075): picking the question's column is learned late",
     )
-    p.add_argument("--warmup-max-steps", type=int, default=1500)
+    p.add_argument("--warmup-max-steps", type=int, default=900)
     p.add_argument(
         "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
     )
-    p.add_argument("--mini-batch", type=int, default=32, help="sequences per optimiser step")
-    p.add_argument("--ppo-epochs", type=int, default=4)
+    p.add_argument("--mini-batch", type=int, default=64, help="sequences per optimiser step")
+    p.add_argument("--ppo-epochs", type=int, default=2)
     return p.parse_args(argv)
 
 
