@@ -195,7 +195,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--val-every", type=int, default=10)
     p.add_argument("--val-tasks", type=int, default=64, help="held-out tasks sampled for validation")
     p.add_argument("--checker-cases", type=int, default=64)
-    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--workers", type=int, default=16)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
@@ -213,7 +213,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
     )
-    p.add_argument("--mini-batch", type=int, default=64, help="sequences per optimiser step")
+    p.add_argument("--mini-batch", type=int, default=16, help="sequences per optimiser step")
     p.add_argument("--ppo-epochs", type=int, default=2)
     return p.parse_args(argv)
 
