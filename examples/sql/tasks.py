@@ -1,0 +1,263 @@
+"""Generated SQLite databases and questions for the SQL agent: a train split and a held-out split, by seed.
+
+Five databases (schemas), one table each with two numeric columns. A question asks for an aggregate
+of one column ("What is the highest price in products?"); the gold query is
+`SELECT MAX(price) FROM products`. The words name the table and the column (copied), and one word
+names the aggregate: that is the decision RL teaches. Held-out questions are (column, aggregate)
+combinations never asked in training, in every phrasing and on every database variant.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMAS: dict[str, tuple[str, tuple[str, str]]] = {
+    "shop": ("products", ("price", "stock")),
+    "company": ("employees", ("salary", "age")),
+    "atlas": ("cities", ("population", "area")),
+    "library": ("books", ("pages", "year")),
+    "zoo": ("animals", ("weight", "speed")),
+}
+AGGREGATES: dict[str, tuple[str, ...]] = {
+    "MAX": ("highest", "largest"),
+    "MIN": ("lowest", "smallest"),
+    "SUM": ("total",),
+    "AVG": ("average",),
+}
+TEMPLATES = (
+    "What is the {word} {column} in {table}?",
+    "Find the {word} {column} of {table}.",
+    "Tell me the {word} {column} in {table}.",
+)
+VARIANTS = 3
+"""Database variants per schema (different rows), so a question's answer is not one fixed number."""
+ROWS = 4
+NAMES = ("alpha", "beta", "gamma", "delta")
+WRITER_SYSTEM = "Database {db}. Table {table}(name, {c1}, {c2}). Answer with one SQL query."
+CHECKER_SYSTEM = "Check the SQL query for the question. Reply approve or reject."
+VERDICTS = ("approve", "reject")
+WRITER_TURNS = 2
+"""Writer calls per rollout at most: the first query, and one rewrite after an error."""
+
+
+@dataclass(frozen=True)
+class SqlTask:
+    task_id: str
+    question: str
+    db: str
+    variant: int
+    table: str
+    column: str
+    aggregate: str
+
+    @property
+    def gold_sql(self) -> str:
+        return sql_for(self.aggregate, self.column, self.table)
+
+    def as_input(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "question": self.question,
+            "db": self.db,
+            "variant": self.variant,
+            "table": self.table,
+            "column": self.column,
+            "aggregate": self.aggregate,
+            "gold_sql": self.gold_sql,
+        }
+
+
+def sql_for(aggregate: str, column: str, table: str) -> str:
+    """The query, spaced inside the parentheses so the column is the same token as in the question (the
+    word tokenizer makes `(price` one token and ` price` another: a copy, not a learned mapping)."""
+    return f"SELECT {aggregate}( {column} ) FROM {table}"
+
+
+def open_database(db: str, variant: int) -> sqlite3.Connection:
+    """The generated database `db` (variant `variant`) in memory: the same rows every time."""
+    table, (c1, c2) = SCHEMAS[db]
+    rng = random.Random(f"{db}-{variant}")
+    # LangGraph's ToolNode runs a sync tool in a worker thread: the connection crosses threads (one at a time)
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    conn.execute(f"CREATE TABLE {table} (name TEXT, {c1} INTEGER, {c2} INTEGER)")
+    # distinct values, so MAX, MIN, SUM and AVG of a column all differ
+    first, second = rng.sample(range(1, 100), ROWS), rng.sample(range(1, 100), ROWS)
+    conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?)", list(zip(NAMES, first, second, strict=True)))
+    return conn
+
+
+def run_sql(conn: sqlite3.Connection, sql: str) -> tuple[bool, str]:
+    """(ran, text): the rows as text (one line per row, values joined by ", "), or `error: ...`."""
+    try:
+        rows = conn.execute(sql).fetchmany(20)
+    except (sqlite3.Error, sqlite3.Warning, ValueError) as error:
+        return False, f"error: {error}"
+    text = "\n".join(", ".join(_value(v) for v in row) for row in rows)
+    return True, text or "no rows"
+
+
+def _value(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def writer_system(db: str) -> str:
+    table, (c1, c2) = SCHEMAS[db]
+    return WRITER_SYSTEM.format(db=db, table=table, c1=c1, c2=c2)
+
+
+def writer_messages(task: dict[str, Any]) -> list[dict[str, str]]:
+    """The writer's first call (the tools are offered beside these messages)."""
+    return [
+        {"role": "system", "content": writer_system(task["db"])},
+        {"role": "user", "content": task["question"]},
+    ]
+
+
+def checker_messages(question: str, sql: str, result: str) -> list[dict[str, str]]:
+    """The checker's one call: the question, the query that ran and its result."""
+    return [
+        {"role": "system", "content": CHECKER_SYSTEM},
+        {"role": "user", "content": f"{question}\nSQL: {sql}\nresult: {result}"},
+    ]
+
+
+def all_tasks() -> list[SqlTask]:
+    tasks = []
+    for db, (table, columns) in SCHEMAS.items():
+        for column in columns:
+            for aggregate, words in AGGREGATES.items():
+                for word in words:
+                    for k, template in enumerate(TEMPLATES):
+                        for variant in range(VARIANTS):
+                            question = template.format(word=word, column=column, table=table)
+                            tasks.append(
+                                SqlTask(
+                                    f"{db}-{column}-{word}-{k}-v{variant}",
+                                    question,
+                                    db,
+                                    variant,
+                                    table,
+                                    column,
+                                    aggregate,
+                                )
+                            )
+    return tasks
+
+
+def split_tasks(seed: int, heldout_fraction: float = 0.25) -> tuple[list[SqlTask], list[SqlTask]]:
+    """A seeded split over (column, aggregate) pairs: held-out pairs are never asked in training.
+
+    Every aggregate keeps at least one held-out pair and most of its pairs in training."""
+    rng = random.Random(seed)
+    per_aggregate = max(1, round(len(SCHEMAS) * 2 * heldout_fraction))
+    held: set[tuple[str, str]] = set()
+    columns = [c for _, cols in SCHEMAS.values() for c in cols]
+    for aggregate in AGGREGATES:
+        held.update((c, aggregate) for c in rng.sample(columns, per_aggregate))
+    tasks = all_tasks()
+    train = [t for t in tasks if (t.column, t.aggregate) not in held]
+    heldout = [t for t in tasks if (t.column, t.aggregate) in held]
+    return train, heldout
+
+
+# ---- the hermes rendering the inference server applies (for format-only demonstrations) ----------
+
+
+def tools_block(tools: list[dict[str, Any]]) -> str:
+    """What the chat template appends to the system message when `tools` are offered."""
+    listed = "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools)
+    return (
+        "\n\n# Tools\n<tools>"
+        + listed
+        + '\n</tools>\nTo call a tool, answer <tool_call>\n{"name": <name>, "arguments": <object>}\n</tool_call>'
+    )
+
+
+def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
+    """A tool call as the model writes it (and as the template renders it back in the history)."""
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        + "\n</tool_call>"
+    )
+
+
+def rendered_writer_messages(
+    task: dict[str, Any], tools: list[dict[str, Any]], failed: tuple[str, str] | None = None
+) -> list[dict[str, str]]:
+    """The writer's messages with the tools folded into plain text: rendered WITHOUT tools they give the
+    same prompt the server renders for `writer_messages(task)` WITH them (tests check it). `failed` is a
+    first (sql, error) before a rewrite."""
+    messages = writer_messages(task)
+    messages[0] = {"role": "system", "content": messages[0]["content"] + tools_block(tools)}
+    if failed is not None:
+        sql, error = failed
+        messages += [
+            {"role": "assistant", "content": tool_call_text("run_query", {"sql": sql})},
+            {"role": "user", "content": f"<tool_response>\n{error}\n</tool_response>"},
+        ]
+    return messages
+
+
+def demonstrations(
+    tasks: list[SqlTask], tools: list[dict[str, Any]], seed: int, count: int, rewrite_share: float = 0.15
+) -> list[tuple[list[dict[str, str]], str]]:
+    """Warm-up data: FORMAT only. The writer's query copies the question's table and column, with the
+    aggregate picked AT RANDOM; some first queries name a wrong column and are rewritten after the error
+    (again with a random aggregate); the checker's verdict is AT RANDOM."""
+    rng = random.Random(seed)
+    columns = [c for _, cols in SCHEMAS.values() for c in cols]
+    out = []
+    for _ in range(count):
+        task = rng.choice(tasks)
+        source = task.as_input()
+        failed = None
+        if rng.random() < rewrite_share:
+            wrong = rng.choice([c for c in columns if c not in SCHEMAS[task.db][1]])
+            bad_sql = sql_for(rng.choice(list(AGGREGATES)), wrong, task.table)
+            _, error = run_sql(open_database(task.db, task.variant), bad_sql)
+            out.append(
+                (rendered_writer_messages(source, tools), tool_call_text("run_query", {"sql": bad_sql}))
+            )
+            failed = (bad_sql, error)
+        sql = sql_for(rng.choice(list(AGGREGATES)), task.column, task.table)
+        out.append(
+            (rendered_writer_messages(source, tools, failed), tool_call_text("run_query", {"sql": sql}))
+        )
+        _, result = run_sql(open_database(task.db, task.variant), sql)
+        out.append((checker_messages(task.question, sql, result), rng.choice(VERDICTS)))
+    return out
+
+
+def checker_cases(tasks: list[SqlTask], seed: int, count: int) -> list[tuple[list[dict[str, str]], str]]:
+    """Fixed checker inputs with their right verdicts: half the queries right, half a wrong aggregate."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        task = rng.choice(tasks)
+        aggregate = (
+            task.aggregate if i % 2 == 0 else rng.choice([a for a in AGGREGATES if a != task.aggregate])
+        )
+        sql = sql_for(aggregate, task.column, task.table)
+        _, result = run_sql(open_database(task.db, task.variant), sql)
+        cases.append((checker_messages(task.question, sql, result), "approve" if i % 2 == 0 else "reject"))
+    return cases
+
+
+def vocabulary(tools: list[dict[str, Any]]) -> list[str]:
+    """Text that puts every word and punctuation run of the prompts and answers into the tokenizer."""
+    lines = [CHECKER_SYSTEM, *VERDICTS, "SQL: result: no rows", tools_block(tools), *TEMPLATES]
+    lines += [writer_system(db) + tools_block(tools) for db in SCHEMAS]
+    lines += [f"{word} {aggregate}" for aggregate, words in AGGREGATES.items() for word in words]
+    columns = [c for _, cols in SCHEMAS.values() for c in cols]
+    for db, (table, _) in SCHEMAS.items():
+        for column in columns:
+            sql = sql_for("MAX", column, table)
+            lines.append(tool_call_text("run_query", {"sql": sql}))
+            lines.append(f"<tool_response>\n{run_sql(open_database(db, 0), sql)[1]}\n</tool_response>")
+    lines.append("error: no such table: x; near syntax error; incomplete input; misuse of aggregate")
+    return lines
