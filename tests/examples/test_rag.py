@@ -118,10 +118,12 @@ def test_rag_agent_trains_through_the_proxy(warm_model: Path, tmp_path: Path) ->
             messages = json.loads(following.attributes[semconv.LLM_REQUEST_MESSAGES])
             if messages[-1]["role"] != "tool":
                 continue
-            assert "<tool_call>" in call.attributes[semconv.LLM_RESPONSE_TEXT]
+            assert list(call.attributes[semconv.GEN_AI_FINISH_REASONS]) == ["tool_calls"]
             (tool_call,) = messages[-2]["tool_calls"]
             assert tool_call["function"]["name"] == "search"
-            query = json.loads(tool_call["function"]["arguments"])["query"]
-            assert messages[-1]["content"] == world.search(query)
+            arguments = json.loads(tool_call["function"]["arguments"])
+            if set(arguments) != {"query"}:  # a barely warmed model's slip: the SDK answered an error
+                continue
+            assert messages[-1]["content"] == world.search(arguments["query"])
             executed += 1
     assert executed > 0, "no search was parsed and executed"
