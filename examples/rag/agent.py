@@ -1,4 +1,4 @@
-"""The retrieval agent: an OpenAI Agents SDK `Agent` with one `@function_tool`, BM25 search over the corpus.
+"""The retrieval agent: an OpenAI Agents SDK `Agent` with two `@function_tool`s, BM25 searches of a corpus.
 
 It imports nothing from LightningRL but `emit_reward`. It points the SDK at the model it is given
 (`resources.llm.base_url`, through `OpenAIChatCompletionsModel`), turns the SDK's tracing export off
@@ -32,9 +32,9 @@ from openai import AsyncOpenAI
 from runner import emit_reward
 
 try:  # when run from examples/rag as a script directory
-    from tasks import SYSTEM, TOOL_DESCRIPTION, World, exact_match, f1, last_word, make_world
+    from tasks import SYSTEM, TOOL_DESCRIPTIONS, World, exact_match, f1, last_word, make_world
 except ImportError:  # pragma: no cover - imported as a package
-    from examples.rag.tasks import SYSTEM, TOOL_DESCRIPTION, World, exact_match, f1, last_word, make_world
+    from examples.rag.tasks import SYSTEM, TOOL_DESCRIPTIONS, World, exact_match, f1, last_word, make_world
 
 set_tracing_disabled(True)  # the SDK would otherwise export its traces to OpenAI's platform
 
@@ -59,29 +59,37 @@ def world_of(seed: int) -> World:
     return make_world(seed)
 
 
-def search_tool(world: World, log: list[tuple[str, str]] | None = None) -> FunctionTool:
-    """The agent's search tool over `world`'s corpus; each (query, result) is appended to `log`."""
+def search_tools(world: World, log: list[tuple[str, str, str]] | None = None) -> list[FunctionTool]:
+    """The agent's tools: one BM25 search per collection of `world`; each (collection, query, result)
+    is appended to `log`."""
 
-    @function_tool(name_override="search", description_override=TOOL_DESCRIPTION)
-    def search(query: str) -> str:
-        result = world.search(query)
+    def run(collection: str, query: str) -> str:
+        result = world.search(collection, query)
         if log is not None:
-            log.append((query, result))
+            log.append((collection, query, result))
         return result
 
-    return search
+    @function_tool(description_override=TOOL_DESCRIPTIONS["companies"])
+    def search_companies(query: str) -> str:
+        return run("companies", query)
+
+    @function_tool(description_override=TOOL_DESCRIPTIONS["people"])
+    def search_people(query: str) -> str:
+        return run("people", query)
+
+    return [search_companies, search_people]
 
 
-async def answer(llm: Any, question: str, world: World) -> tuple[str | None, list[tuple[str, str]], int]:
+async def answer(llm: Any, question: str, world: World) -> tuple[str | None, list[tuple[str, str, str]], int]:
     """Run the agent on `question`: (final answer or None when it failed, its searches, its model calls)."""
-    searches: list[tuple[str, str]] = []
+    searches: list[tuple[str, str, str]] = []
     client = AsyncOpenAI(
         base_url=llm.base_url, api_key=llm.api_key, max_retries=2, timeout=60, http_client=shared_http()
     )
     agent = Agent(
         name="rag",
         instructions=SYSTEM,
-        tools=[search_tool(world, searches)],
+        tools=search_tools(world, searches),
         model=OpenAIChatCompletionsModel(model=llm.model, openai_client=client),
         model_settings=ModelSettings(max_tokens=MAX_TOKENS),
     )
@@ -100,7 +108,7 @@ async def rag_agent(task: dict[str, Any], resources: Any) -> float:
         emit_reward(0.0, name="f1")
         return 0.0
     if searches:  # the answer call copies the fact of the last sentence it read
-        copied = exact_match(prediction, last_word(searches[-1][1]))
+        copied = exact_match(prediction, last_word(searches[-1][2]))
         emit_reward(copied, step=calls - 1)
     emit_reward(f1(prediction, task["answer"]), name="f1")
     return exact_match(prediction, task["answer"])

@@ -1,12 +1,12 @@
-"""The CPU demo: a tiny model learns, with RL, WHAT the Agents SDK retrieval agent should search for.
+"""The CPU demo: a tiny model learns, with RL, WHERE the Agents SDK retrieval agent should search.
 
     .venv/bin/python examples/rag/demo.py --seed 0
 
-The warm-up teaches the format (hermes tool calls, one search per hop, copying the fact of the last
-sentence into the answer) with the search query picked AT RANDOM between the entity and the relation
-word at every hop; RL learns to search the entity (the question's at the first hop, the retrieved one
-at the second). Everything runs as in production, started by `lightningrl.fit`: the store server (SQLite,
-with its LLM proxy), our inference server and runner processes executing the `agents.Agent`. Last line:
+The warm-up teaches the format (hermes tool calls, one search per hop, the name to search, copying the
+fact of the last sentence into the answer) with the collection to search (companies or people) picked
+AT RANDOM at every hop; RL learns which one each question and hop needs. Everything runs as in
+production, started by `lightningrl.fit`: the store server (SQLite, with its LLM proxy), our inference
+server and runner processes executing the `agents.Agent`. Last line:
 `held-out success: before 0.xx after 0.yy (...)`, success being the exact match of the final answer.
 """
 
@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> None:
             console=console,
         )
         console.print(
-            f"built the tiny model and warmed it up on random-query demonstrations "
+            f"built the tiny model and warmed it up on random-collection demonstrations "
             f"({len(losses)} steps, loss {losses[-1]:.3f})"
         )
 

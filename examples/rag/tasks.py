@@ -1,13 +1,14 @@
 """Questions over a generated corpus for the retrieval agent: one- and two-hop, train and held-out splits.
 
-The corpus has two kinds of fact, one sentence each: `The founder of Zorbex is Alice.` and
-`Alice was born in Paris.`. Who founded what and who was born where is drawn from the seed.
-Questions need one hop (`Who is the founder of Zorbex?`, `Where was Alice born?`) or two (`Where
-was the founder of Zorbex born?`: search Zorbex, read the founder, search the founder, read the city).
+The corpus has two collections of one-sentence facts: `companies` (`The founder of Zorbex is Alice.`)
+and `people` (`Alice was born in Paris.`). Who founded what and who was born where is drawn from the
+seed. Questions need one hop (`Who is the founder of Zorbex?`, `Where was Alice born?`) or two
+(`Where was the founder of Zorbex born?`: search the companies for Zorbex, read the founder, search
+the people for the founder, read the city).
 
-The agent's `search` tool ranks the corpus with BM25 (`bm25`, a few lines below) and returns the best
-sentence. Searching the entity finds its fact; searching the relation word (`founder`, `born`) ties
-every sentence of that kind and returns the first; `founded` and `city` are in no sentence at all.
+The agent has one search tool per collection; each ranks its collection with BM25 (`bm25`, a few lines
+below) and returns the best sentence, or `No result.` when no word of the query is in it. Searching
+the wrong collection for a name therefore finds nothing.
 """
 
 from __future__ import annotations
@@ -20,46 +21,42 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-COMPANIES = (
-    "Zorbex", "Quantix", "Velora", "Brixon", "Omnira", "Caldex", "Nuvant", "Pexora", "Trellix", "Vantoro",
-    "Kestrix", "Lumora", "Fynex", "Orbana", "Sylvex", "Drovia", "Maxtor", "Zentra", "Halvex", "Corvana",
-)  # fmt: skip
-PEOPLE = (
-    "Alice", "Bruno", "Clara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ingrid", "Jonas",
-    "Kofi", "Lena", "Marco", "Nadia", "Oscar", "Priya", "Quinn", "Rosa", "Stefan", "Tara",
-)  # fmt: skip
-CITIES = ("Paris", "Lima", "Oslo", "Cairo", "Tokyo", "Dublin", "Quito", "Riga", "Seoul", "Accra")
+COMPANIES = ("Zorbex", "Quantix", "Velora", "Brixon", "Omnira", "Caldex", "Nuvant", "Pexora")
+PEOPLE = ("Alice", "Bruno", "Clara", "Dmitri", "Elena", "Farid", "Greta", "Hiro")
+CITIES = ("Paris", "Lima", "Oslo", "Cairo", "Tokyo", "Dublin")
 
 SYSTEM = "Search, then answer with one word."
-TOOL_DESCRIPTION = "Search the facts."
 NO_RESULT = "No result."
 UNKNOWN = "unknown"
 
-# (text, kind, relation word of the first hop, of the second hop); {e} is the entity asked about.
+# (text, kind, the collections its hops search, in order); {e} is the entity asked about.
 TEMPLATES = (
-    ("Where was the founder of {e} born?", "founder_born", "founder", "born"),
-    ("In which city was the founder of {e} born?", "founder_born", "founder", "city"),
-    ("Who is the founder of {e}?", "founder", "founder", None),
-    ("Who founded {e}?", "founder", "founded", None),
-    ("Where was {e} born?", "born", "born", None),
-    ("In which city was {e} born?", "born", "city", None),
+    ("Where was the founder of {e} born?", "founder_born", ("companies", "people")),
+    ("In which city was the founder of {e} born?", "founder_born", ("companies", "people")),
+    ("Who is the founder of {e}?", "founder", ("companies",)),
+    ("Who founded {e}?", "founder", ("companies",)),
+    ("Where was {e} born?", "born", ("people",)),
+    ("In which city was {e} born?", "born", ("people",)),
 )
+COLLECTIONS = ("companies", "people")
+TOOL_DESCRIPTIONS = {"companies": "Search the company facts.", "people": "Search the people facts."}
 KINDS = ("founder_born", "founder", "born")
 
 
 @dataclass(frozen=True)
 class World:
-    """The seed's facts and the corpus built from them (sentences in a seeded order)."""
+    """The seed's facts and the two collections built from them (sentences in a seeded order)."""
 
     founder: dict[str, str]
     birthplace: dict[str, str]
-    corpus: tuple[str, ...]
+    corpus: dict[str, tuple[str, ...]]
 
-    def search(self, query: str) -> str:
-        """The best-ranked sentence for `query` (ties: the first in corpus order), or `No result.`."""
-        scores = bm25(self.corpus, query)
+    def search(self, collection: str, query: str) -> str:
+        """The best-ranked sentence of `collection` for `query` (ties: the first), or `No result.`."""
+        documents = self.corpus[collection]
+        scores = bm25(documents, query)
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
-        return self.corpus[best] if scores[best] > 0 else NO_RESULT
+        return documents[best] if scores[best] > 0 else NO_RESULT
 
 
 def make_world(seed: int) -> World:
@@ -68,10 +65,11 @@ def make_world(seed: int) -> World:
     rng.shuffle(people)
     founder = dict(zip(COMPANIES, people, strict=True))
     birthplace = {person: rng.choice(CITIES) for person in PEOPLE}
-    corpus = [f"The founder of {c} is {p}." for c, p in founder.items()]
-    corpus += [f"{p} was born in {city}." for p, city in birthplace.items()]
-    rng.shuffle(corpus)
-    return World(founder, birthplace, tuple(corpus))
+    companies = [f"The founder of {c} is {p}." for c, p in founder.items()]
+    persons = [f"{p} was born in {city}." for p, city in birthplace.items()]
+    rng.shuffle(companies)
+    rng.shuffle(persons)
+    return World(founder, birthplace, {"companies": tuple(companies), "people": tuple(persons)})
 
 
 def words(text: str) -> list[str]:
@@ -105,7 +103,7 @@ class RagTask:
     entity: str
     answer: str
     hops: int
-    relations: tuple[str, ...]
+    collections: tuple[str, ...]
     world: int
     """The seed of the world (corpus) the question is about."""
 
@@ -117,14 +115,14 @@ class RagTask:
             "entity": self.entity,
             "answer": self.answer,
             "hops": self.hops,
-            "relations": list(self.relations),
+            "collections": list(self.collections),
             "world": self.world,
         }
 
 
 def all_tasks(world: World, seed: int) -> list[RagTask]:
     tasks = []
-    for k, (text, kind, first, second) in enumerate(TEMPLATES):
+    for k, (text, kind, collections) in enumerate(TEMPLATES):
         for entity in PEOPLE if kind == "born" else COMPANIES:
             if kind == "founder_born":
                 answer = world.birthplace[world.founder[entity]]
@@ -132,7 +130,6 @@ def all_tasks(world: World, seed: int) -> list[RagTask]:
                 answer = world.founder[entity]
             else:
                 answer = world.birthplace[entity]
-            relations = (first, second) if second else (first,)
             tasks.append(
                 RagTask(
                     f"{kind}-{entity}-{k}",
@@ -140,8 +137,8 @@ def all_tasks(world: World, seed: int) -> list[RagTask]:
                     kind,
                     entity,
                     answer,
-                    len(relations),
-                    relations,
+                    len(collections),
+                    collections,
                     seed,
                 )
             )
@@ -191,41 +188,45 @@ def normalize(text: str) -> str:
 # ---- what the agent sends, for the warm-up: the OpenAI messages the Agents SDK builds ----------------
 
 
-def tool_param() -> dict[str, Any]:
-    """The `tools=` entry the Agents SDK sends for the agent's search tool (its own converter)."""
+def tool_name(collection: str) -> str:
+    return f"search_{collection}"
+
+
+def tool_params() -> list[dict[str, Any]]:
+    """The `tools=` entries the Agents SDK sends for the agent's search tools (its own converter)."""
     from agents.models.chatcmpl_converter import Converter
 
     try:
-        from agent import search_tool
+        from agent import search_tools
     except ImportError:  # pragma: no cover - imported as a package
-        from examples.rag.agent import search_tool
-    return Converter.tool_to_openai(search_tool(make_world(0)))
+        from examples.rag.agent import search_tools
+    return [Converter.tool_to_openai(tool) for tool in search_tools(make_world(0))]
 
 
-def tool_call_text(query: str) -> str:
+def tool_call_text(collection: str, query: str) -> str:
     """A search call as the model writes it (hermes style, exactly as the chat template renders it back)."""
-    return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
+    call = {"name": tool_name(collection), "arguments": {"query": query}}
+    return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
 
 
-def conversation(question: str, searches: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    """The messages of a run that made `searches` ((query, result) pairs), as the SDK sends them."""
+Search = tuple[str, str, str]
+"""(collection, query, result) of one search."""
+
+
+def conversation(question: str, searches: list[Search]) -> list[dict[str, Any]]:
+    """The messages of a run that made `searches`, as the SDK sends them."""
     messages: list[dict[str, Any]] = [
         {"content": SYSTEM, "role": "system"},
         {"role": "user", "content": question},
     ]
-    for i, (query, result) in enumerate(searches):
+    for i, (collection, query, result) in enumerate(searches):
         call_id = f"chatcmpl-tool-{i}"
+        function = {"name": tool_name(collection), "arguments": json.dumps({"query": query})}
         messages.append(
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "search", "arguments": json.dumps({"query": query})},
-                    }
-                ],
+                "tool_calls": [{"id": call_id, "type": "function", "function": function}],
             }
         )
         messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
@@ -235,34 +236,35 @@ def conversation(question: str, searches: list[tuple[str, str]]) -> list[dict[st
 def demonstrations(
     world: World, tasks: list[RagTask], seed: int, count: int
 ) -> list[tuple[list[dict[str, Any]], str, list[dict[str, Any]]]]:
-    """Warm-up data: the format, the number of hops and copying the last sentence's fact, with WHAT to
-    search picked AT RANDOM at every hop (the entity, or the relation word): it does not solve the task.
-    """
+    """Warm-up data: the format, the number of hops, searching the name (the question's, then the one
+    the last sentence gave) and copying the fact of the last sentence into the answer, with WHICH
+    collection to search picked AT RANDOM at every hop: it does not solve the task."""
     rng = random.Random(seed)
-    tools = [tool_param()]
+    tools = tool_params()
     out = []
     for _ in range(count):
         task = rng.choice(tasks)
-        searches: list[tuple[str, str]] = []
+        searches: list[Search] = []
         subject = task.entity
-        for relation in task.relations:
-            query = rng.choice([subject, relation])
-            result = world.search(query)
-            out.append((conversation(task.question, searches), tool_call_text(query), tools))
-            searches.append((query, result))
-            subject = last_word(result)
-            if subject == UNKNOWN:
-                subject = relation
-        out.append((conversation(task.question, searches), last_word(searches[-1][1]), tools))
+        for _hop in range(task.hops):
+            collection = rng.choice(COLLECTIONS)
+            result = world.search(collection, subject)
+            out.append((conversation(task.question, searches), tool_call_text(collection, subject), tools))
+            searches.append((collection, subject, result))
+            if result != NO_RESULT:
+                subject = last_word(result)
+        out.append((conversation(task.question, searches), last_word(searches[-1][2]), tools))
     return out
 
 
 def vocabulary() -> list[str]:
     """Text that puts every word and JSON piece the agent's calls use into the tokenizer as one token."""
     world = make_world(0)
-    lines = [SYSTEM, TOOL_DESCRIPTION, NO_RESULT, UNKNOWN, *world.corpus]
+    lines = [SYSTEM, NO_RESULT, UNKNOWN, *TOOL_DESCRIPTIONS.values()]
+    lines += [*world.corpus["companies"], *world.corpus["people"]]
     lines += [t[0] for t in TEMPLATES] + list(COMPANIES) + list(PEOPLE) + list(CITIES)
-    lines += [json.dumps(tool_param()), "# Tools\n<tools>\n</tools>", "<tool_response>\n</tool_response>"]
+    lines += [json.dumps(tool) for tool in tool_params()]
+    lines += ["# Tools\n<tools>\n</tools>", "<tool_response>\n</tool_response>"]
     lines += ['To call a tool, answer <tool_call>\n{"name": <name>, "arguments": <object>}\n</tool_call>']
-    lines += [tool_call_text(w) for w in (*COMPANIES, *PEOPLE, *CITIES, "founder", "founded", "born", "city")]
+    lines += [tool_call_text(c, w) for c in COLLECTIONS for w in (*COMPANIES, *PEOPLE, *CITIES)]
     return lines
