@@ -13,14 +13,24 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from transformers import AutoTokenizer
 
 from examples.rag.agent import rag_agent
-from examples.rag.tasks import conversation, demonstrations, split_tasks, tool_params, vocabulary
+from examples.rag.tasks import (
+    conversation,
+    demonstrations,
+    split_tasks,
+    tool_call_text,
+    tool_params,
+    vocabulary,
+)
 from lightningrl import fit
 from lightningrl.credit.calls import is_llm_span
+from lightningrl.serving.protocol import ChatCompletionRequest
+from lightningrl.serving.service import chat_encoder
 from lightningrl.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup
 from lightningstore import Span, SqlStore, semconv
@@ -53,6 +63,31 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         show_progress=False,
     )
     return warm
+
+
+def test_warmup_renders_tools_and_tool_calls_as_the_server_does(tmp_path: Path) -> None:
+    """A demonstration after one search: the same prompt ids as the server's for the SDK's request,
+    and the model's call renders back exactly as the completion the warm-up teaches."""
+    model = build_tiny_model(
+        tmp_path / "m",
+        tokenizer_kind="word",
+        extra_text=vocabulary(),
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    world, train, _ = split_tasks(SEED)
+    task = next(t for t in train if t.hops == 2)
+    searches = [("companies", task.entity, world.search("companies", task.entity))]
+    messages = conversation(task.question, searches)
+    request = ChatCompletionRequest(model="m", messages=messages, tools=tool_params())
+    server = chat_encoder(request.messages, True, request.tools)(SimpleNamespace(tokenizer=tokenizer))[0]
+    prompt, _ = encode_demonstration(tokenizer, messages, "x", tool_params())
+    assert prompt == server
+    text = tokenizer.decode(prompt)
+    assert tool_call_text("companies", task.entity) + "<|im_end|>" in text
+    assert searches[0][2] in text and "search_people" in text
 
 
 def read_run(db: Path) -> tuple[dict[str, list[Span]], dict[str, dict]]:
