@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -14,9 +15,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lightningrl.progress import StepProgress
 from lightningrl.quiet import quiet_third_party
+from lightningrl.serving.tool_calls import template_tool_calls
 
-Demonstration = tuple[list[dict[str, str]], str]
-"""(chat messages up to the model's turn, the completion the model should write)."""
+Demonstration = tuple[list[dict[str, Any]], str] | tuple[list[dict[str, Any]], str, list[dict[str, Any]]]
+"""(chat messages up to the model's turn, the completion the model should write[, the tools offered]).
+
+With tools (OpenAI `tools=`), the prompt renders as the inference server renders a request that
+offers them; assistant messages may carry OpenAI `tool_calls` (arguments as JSON strings)."""
 
 
 @dataclass(frozen=True)
@@ -41,10 +46,23 @@ class WarmupConfig:
 
 
 def encode_demonstration(
-    tokenizer, messages: list[dict[str, str]], completion: str
+    tokenizer,
+    messages: list[dict[str, Any]],
+    completion: str,
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[list[int], list[int]]:
-    """(prompt ids as the chat template renders them for generation, completion ids + eos)."""
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    """(prompt ids as the chat template renders them for generation, completion ids + eos).
+
+    `tools` and assistant `tool_calls` render as the inference server renders them (arguments as objects)."""
+    conversation = [
+        {**m, "tool_calls": template_tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")}
+        if m.get("tool_calls")
+        else m
+        for i, m in enumerate(messages)
+    ]
+    prompt = tokenizer.apply_chat_template(
+        conversation, tools=tools or None, add_generation_prompt=True, tokenize=True
+    )
     if hasattr(prompt, "keys"):  # transformers 5 hands back a BatchEncoding
         prompt = prompt["input_ids"]
     completion_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
@@ -83,7 +101,7 @@ def supervised_warmup(
     model.train()
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    encoded = [encode_demonstration(tokenizer, m, c) for m, c in demonstrations]
+    encoded = [encode_demonstration(tokenizer, *demonstration) for demonstration in demonstrations]
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, config.steps))
     pad = tokenizer.pad_token_id

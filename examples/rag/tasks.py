@@ -1,0 +1,270 @@
+"""Questions over a generated corpus for the retrieval agent: one- and two-hop, train and held-out splits.
+
+The corpus has two collections of one-sentence facts: `companies` (`The founder of Zorbex is Alice.`)
+and `people` (`Alice was born in Paris.`). Who founded what and who was born where is drawn from the
+seed. Questions need one hop (`Who is the founder of Zorbex?`, `Where was Alice born?`) or two
+(`Where was the founder of Zorbex born?`: search the companies for Zorbex, read the founder, search
+the people for the founder, read the city).
+
+The agent has one search tool per collection; each ranks its collection with BM25 (`bm25`, a few lines
+below) and returns the best sentence, or `No result.` when no word of the query is in it. Searching
+the wrong collection for a name therefore finds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+COMPANIES = ("Zorbex", "Quantix", "Velora", "Brixon", "Omnira", "Caldex", "Nuvant", "Pexora")
+PEOPLE = ("Alice", "Bruno", "Clara", "Dmitri", "Elena", "Farid", "Greta", "Hiro")
+CITIES = ("Paris", "Lima", "Oslo", "Cairo", "Tokyo", "Dublin")
+
+SYSTEM = "Search, then answer with one word."
+NO_RESULT = "No result."
+UNKNOWN = "unknown"
+
+# (text, kind, the collections its hops search, in order); {e} is the entity asked about.
+TEMPLATES = (
+    ("Where was the founder of {e} born?", "founder_born", ("companies", "people")),
+    ("In which city was the founder of {e} born?", "founder_born", ("companies", "people")),
+    ("Who is the founder of {e}?", "founder", ("companies",)),
+    ("Who founded {e}?", "founder", ("companies",)),
+    ("Where was {e} born?", "born", ("people",)),
+    ("In which city was {e} born?", "born", ("people",)),
+)
+COLLECTIONS = ("companies", "people")
+TOOL_DESCRIPTIONS = {"companies": "Search the company facts.", "people": "Search the people facts."}
+KINDS = ("founder_born", "founder", "born")
+
+
+@dataclass(frozen=True)
+class World:
+    """The seed's facts and the two collections built from them (sentences in a seeded order)."""
+
+    founder: dict[str, str]
+    birthplace: dict[str, str]
+    corpus: dict[str, tuple[str, ...]]
+
+    def search(self, collection: str, query: str) -> str:
+        """The best-ranked sentence of `collection` for `query` (ties: the first), or `No result.`."""
+        documents = self.corpus[collection]
+        scores = bm25(documents, query)
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        return documents[best] if scores[best] > 0 else NO_RESULT
+
+
+def make_world(seed: int) -> World:
+    rng = random.Random(f"rag-world-{seed}")
+    people = list(PEOPLE)
+    rng.shuffle(people)
+    founder = dict(zip(COMPANIES, people, strict=True))
+    birthplace = {person: rng.choice(CITIES) for person in PEOPLE}
+    companies = [f"The founder of {c} is {p}." for c, p in founder.items()]
+    persons = [f"{p} was born in {city}." for p, city in birthplace.items()]
+    rng.shuffle(companies)
+    rng.shuffle(persons)
+    return World(founder, birthplace, {"companies": tuple(companies), "people": tuple(persons)})
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def bm25(corpus: tuple[str, ...] | list[str], query: str, k1: float = 1.5, b: float = 0.75) -> list[float]:
+    """Okapi BM25 score of every document of `corpus` for `query` (lower-cased word tokens)."""
+    docs = [words(d) for d in corpus]
+    average = sum(len(d) for d in docs) / len(docs)
+    frequency = Counter(w for d in docs for w in set(d))
+    scores = []
+    for doc in docs:
+        counts = Counter(doc)
+        score = 0.0
+        for term in words(query):
+            if term not in counts:
+                continue
+            idf = math.log(1 + (len(docs) - frequency[term] + 0.5) / (frequency[term] + 0.5))
+            tf = counts[term]
+            score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / average))
+        scores.append(score)
+    return scores
+
+
+@dataclass(frozen=True)
+class RagTask:
+    task_id: str
+    question: str
+    kind: str
+    entity: str
+    answer: str
+    hops: int
+    collections: tuple[str, ...]
+    world: int
+    """The seed of the world (corpus) the question is about."""
+
+    def as_input(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "question": self.question,
+            "kind": self.kind,
+            "entity": self.entity,
+            "answer": self.answer,
+            "hops": self.hops,
+            "collections": list(self.collections),
+            "world": self.world,
+        }
+
+
+def all_tasks(world: World, seed: int) -> list[RagTask]:
+    tasks = []
+    for k, (text, kind, collections) in enumerate(TEMPLATES):
+        for entity in PEOPLE if kind == "born" else COMPANIES:
+            if kind == "founder_born":
+                answer = world.birthplace[world.founder[entity]]
+            elif kind == "founder":
+                answer = world.founder[entity]
+            else:
+                answer = world.birthplace[entity]
+            tasks.append(
+                RagTask(
+                    f"{kind}-{entity}-{k}",
+                    text.format(e=entity),
+                    kind,
+                    entity,
+                    answer,
+                    len(collections),
+                    collections,
+                    seed,
+                )
+            )
+    return tasks
+
+
+def split_tasks(seed: int, heldout_fraction: float = 0.25) -> tuple[World, list[RagTask], list[RagTask]]:
+    """A seeded split over (kind, entity) pairs: a held-out question asks about an entity in a way no
+    train question does, in every phrasing (the entity itself is asked about in other ways in train)."""
+    world = make_world(seed)
+    tasks = all_tasks(world, seed)
+    pairs = sorted({(t.kind, t.entity) for t in tasks})
+    rng = random.Random(seed)
+    rng.shuffle(pairs)
+    held = set(pairs[: int(len(pairs) * heldout_fraction)])
+    train = [t for t in tasks if (t.kind, t.entity) not in held]
+    heldout = [t for t in tasks if (t.kind, t.entity) in held]
+    return world, train, heldout
+
+
+def last_word(text: str) -> str:
+    """What an answer copies from a retrieved sentence: its last word (`unknown` for `No result.`)."""
+    if text == NO_RESULT:
+        return UNKNOWN
+    found = re.findall(r"\w+", text)
+    return found[-1] if found else UNKNOWN
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return 1.0 if normalize(prediction) == normalize(gold) else 0.0
+
+
+def f1(prediction: str, gold: str) -> float:
+    """SQuAD-style token F1."""
+    pred, ref = words(prediction), words(gold)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def normalize(text: str) -> str:
+    return " ".join(words(text))
+
+
+# ---- what the agent sends, for the warm-up: the OpenAI messages the Agents SDK builds ----------------
+
+
+def tool_name(collection: str) -> str:
+    return f"search_{collection}"
+
+
+def tool_params() -> list[dict[str, Any]]:
+    """The `tools=` entries the Agents SDK sends for the agent's search tools (its own converter)."""
+    from agents.models.chatcmpl_converter import Converter
+
+    try:
+        from agent import search_tools
+    except ImportError:  # pragma: no cover - imported as a package
+        from examples.rag.agent import search_tools
+    return [Converter.tool_to_openai(tool) for tool in search_tools(make_world(0))]
+
+
+def tool_call_text(collection: str, query: str) -> str:
+    """A search call as the model writes it (hermes style, exactly as the chat template renders it back)."""
+    call = {"name": tool_name(collection), "arguments": {"query": query}}
+    return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
+
+
+Search = tuple[str, str, str]
+"""(collection, query, result) of one search."""
+
+
+def conversation(question: str, searches: list[Search]) -> list[dict[str, Any]]:
+    """The messages of a run that made `searches`, as the SDK sends them."""
+    messages: list[dict[str, Any]] = [
+        {"content": SYSTEM, "role": "system"},
+        {"role": "user", "content": question},
+    ]
+    for i, (collection, query, result) in enumerate(searches):
+        call_id = f"chatcmpl-tool-{i}"
+        function = {"name": tool_name(collection), "arguments": json.dumps({"query": query})}
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    return messages
+
+
+def demonstrations(
+    world: World, tasks: list[RagTask], seed: int, count: int
+) -> list[tuple[list[dict[str, Any]], str, list[dict[str, Any]]]]:
+    """Warm-up data: the format, the number of hops, searching the name (the question's, then the one
+    the last sentence gave) and copying the fact of the last sentence into the answer, with WHICH
+    collection to search picked AT RANDOM at every hop: it does not solve the task."""
+    rng = random.Random(seed)
+    tools = tool_params()
+    out = []
+    for _ in range(count):
+        task = rng.choice(tasks)
+        searches: list[Search] = []
+        subject = task.entity
+        for _hop in range(task.hops):
+            collection = rng.choice(COLLECTIONS)
+            result = world.search(collection, subject)
+            out.append((conversation(task.question, searches), tool_call_text(collection, subject), tools))
+            searches.append((collection, subject, result))
+            if result != NO_RESULT:
+                subject = last_word(result)
+        out.append((conversation(task.question, searches), last_word(searches[-1][2]), tools))
+    return out
+
+
+def vocabulary() -> list[str]:
+    """Text that puts every word and JSON piece the agent's calls use into the tokenizer as one token."""
+    world = make_world(0)
+    lines = [SYSTEM, NO_RESULT, UNKNOWN, *TOOL_DESCRIPTIONS.values()]
+    lines += [*world.corpus["companies"], *world.corpus["people"]]
+    lines += [t[0] for t in TEMPLATES] + list(COMPANIES) + list(PEOPLE) + list(CITIES)
+    lines += [json.dumps(tool) for tool in tool_params()]
+    lines += ["# Tools\n<tools>\n</tools>", "<tool_response>\n</tool_response>"]
+    lines += ['To call a tool, answer <tool_call>\n{"name": <name>, "arguments": <object>}\n</tool_call>']
+    lines += [tool_call_text(c, w) for c in COLLECTIONS for w in (*COMPANIES, *PEOPLE, *CITIES)]
+    return lines
