@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -15,8 +16,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from lightningrl.progress import StepProgress
 from lightningrl.quiet import quiet_third_party
 
-Demonstration = tuple[list[dict[str, str]], str]
-"""(chat messages up to the model's turn, the completion the model should write)."""
+Demonstration = tuple[list[dict[str, Any]], str] | tuple[list[dict[str, Any]], str, list[dict[str, Any]]]
+"""(chat messages up to the model's turn, the completion the model should write[, OpenAI `tools`]).
+
+With `tools` the prompt renders as the inference server renders a request carrying them (the chat
+template lists them in the system turn), so a function-calling agent's prompts are matched exactly."""
 
 
 @dataclass(frozen=True)
@@ -41,10 +45,10 @@ class WarmupConfig:
 
 
 def encode_demonstration(
-    tokenizer, messages: list[dict[str, str]], completion: str
+    tokenizer, messages: list[dict[str, Any]], completion: str, tools: list[dict[str, Any]] | None = None
 ) -> tuple[list[int], list[int]]:
     """(prompt ids as the chat template renders them for generation, completion ids + eos)."""
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    prompt = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True)
     if hasattr(prompt, "keys"):  # transformers 5 hands back a BatchEncoding
         prompt = prompt["input_ids"]
     completion_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
@@ -83,7 +87,7 @@ def supervised_warmup(
     model.train()
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    encoded = [encode_demonstration(tokenizer, m, c) for m, c in demonstrations]
+    encoded = [encode_demonstration(tokenizer, *demo) for demo in demonstrations]
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, config.steps))
     pad = tokenizer.pad_token_id
