@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import shutil
 import sys
 import time
@@ -65,22 +66,7 @@ def as_rows(tasks: list[CalcTask]) -> list[dict]:
     return [{"task_id": t.task_id, "input": t.as_input(), "tags": {"op": t.op}} for t in tasks]
 
 
-def warm_model(args: argparse.Namespace, out: Path, train: list[CalcTask], console: Console) -> Path:
-    """The tiny model, warmed up on the agent's exact prompts with the tool picked at random."""
-    if args.warmup_from:
-        console.print(f"reusing the warmed-up model from {args.warmup_from}")
-        return Path(shutil.copytree(args.warmup_from, out / "model-warmup"))
-    tools = openai_tools(args.tools)
-    base = build_tiny_model(
-        out / "model-base",
-        seed=args.seed,
-        tokenizer_kind="word",
-        extra_text=vocabulary(SYSTEM, tools),
-        hidden_size=args.hidden,
-        num_layers=args.layers,
-        num_heads=4,
-    )
-    demos = demonstrations(train, args.seed, 4000, SYSTEM, tools)
+def warmup_phase1(args: argparse.Namespace, out: Path, base: Path, demos: list, console: Console) -> Path:
     # Phase 1, cheap: the format and the copying, on the prompts without the ~300-token tool listing
     # (copying numbers emerges suddenly after a few hundred steps; at ~80 tokens a step costs 1/5).
     short, losses = supervised_warmup(
@@ -97,6 +83,30 @@ def warm_model(args: argparse.Namespace, out: Path, train: list[CalcTask], conso
         console=console,
     )
     console.print(f"warm-up phase 1 (no tool listing): {len(losses)} steps, loss {losses[-1]:.3f}")
+    return short
+
+
+def warm_model(args: argparse.Namespace, out: Path, train: list[CalcTask], console: Console) -> Path:
+    """The tiny model, warmed up on the agent's exact prompts with the tool picked at random."""
+    if args.warmup_from:
+        console.print(f"reusing the warmed-up model from {args.warmup_from}")
+        return Path(shutil.copytree(args.warmup_from, out / "model-warmup"))
+    tools = openai_tools(args.tools)
+    base = build_tiny_model(
+        out / "model-base",
+        seed=args.seed,
+        tokenizer_kind="word",
+        extra_text=vocabulary(SYSTEM, tools),
+        hidden_size=args.hidden,
+        num_layers=args.layers,
+        num_heads=4,
+    )
+    demos = demonstrations(train, args.seed, 4000, SYSTEM, tools)
+    if args.warmup_phase1_from:
+        short = Path(shutil.copytree(args.warmup_phase1_from, out / "model-warmup-short"))
+        console.print(f"reusing phase 1 of the warm-up from {args.warmup_phase1_from}")
+    else:
+        short = warmup_phase1(args, out, base, demos, console)
     # Phase 2: the agent's exact prompts (AutoGen's tools listed in the first call's system turn).
     warm, losses = supervised_warmup(
         short,
@@ -150,7 +160,7 @@ def main(args: argparse.Namespace) -> None:
     result = fit(
         calc_autogen_mcp_agent if args.tools == "mcp" else calc_autogen_agent,
         as_rows(train),
-        as_rows(heldout[: args.val_tasks] if args.val_tasks else heldout),
+        as_rows(random.Random(args.seed).sample(heldout, args.val_tasks) if args.val_tasks else heldout),
         model=warm,
         config=config,
         workers=args.workers,
@@ -183,7 +193,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tasks-per-step", type=int, default=8)
     p.add_argument("--n", type=int, default=8, help="rollouts per task (GRPO group size)")
     p.add_argument("--val-every", type=int, default=10)
-    p.add_argument("--val-tasks", type=int, default=0, help="held-out tasks to validate on (0: all)")
+    p.add_argument(
+        "--val-tasks",
+        type=int,
+        default=0,
+        help="validate on this many held-out tasks, sampled by seed (0: all 180)",
+    )
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--workers", type=int, default=32)
     p.add_argument("--runner-processes", type=int, default=None)
@@ -197,6 +212,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.06,
         help="after --warmup-steps, go on until the mean loss of 30 steps is this low (the random tool "
         "leaves ~0.035): copying the numbers is learned late, at a different step for each seed",
+    )
+    p.add_argument(
+        "--warmup-phase1-from", default=None, help="reuse phase 1 of the warm-up (a model directory)"
     )
     p.add_argument("--warmup-tools-steps", type=int, default=60, help="phase 2: steps on the exact prompts")
     p.add_argument("--warmup-max-steps", type=int, default=900)

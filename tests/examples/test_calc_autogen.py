@@ -60,7 +60,7 @@ def warm_tiny_model(root: Path, kind: str) -> Path:
     )
     first_calls = demonstrations(train, 0, 200, SYSTEM, tools)[::2]
     warm, _ = supervised_warmup(
-        base, first_calls, root / "warm", WarmupConfig(steps=60, batch_size=8, lr=1e-2), show_progress=False
+        base, first_calls, root / "warm", WarmupConfig(steps=150, batch_size=8, lr=1e-2), show_progress=False
     )
     return warm
 
