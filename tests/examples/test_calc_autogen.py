@@ -109,7 +109,8 @@ def check_run(out: Path, model: Path, kind: str, result) -> None:
     assert executed > 0, "no rollout's tool call was parsed and executed"
     updates = [row for row in result.metrics if "update/sequences" in row]
     assert updates and all(row["update/sequences"] > 0 for row in updates)
-    assert any(row.get("actor/sequences", 0) > 0 for row in updates), "no step trained on a sequence"
+    # (an untrained model's groups are often all 0: the update is then skipped, saying why)
+    assert all(row.get("actor/sequences", 0) > 0 or row.get("update/reason") for row in updates)
 
 
 @pytest.mark.parametrize("kind", ["python", pytest.param("mcp", marks=pytest.mark.slow)])
