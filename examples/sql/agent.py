@@ -34,9 +34,16 @@ from langgraph.prebuilt import ToolNode
 from runner import emit_reward
 
 try:  # imported as a package (tests, the demo)
-    from examples.sql.tasks import CHECKER_SYSTEM, WRITER_TURNS, open_database, run_sql, writer_system
+    from examples.sql.tasks import (
+        CHECKER_SYSTEM,
+        SQL_LOCK,
+        WRITER_TURNS,
+        open_database,
+        run_sql,
+        writer_system,
+    )
 except ImportError:  # pragma: no cover - examples/sql as the script directory
-    from tasks import CHECKER_SYSTEM, WRITER_TURNS, open_database, run_sql, writer_system
+    from tasks import CHECKER_SYSTEM, SQL_LOCK, WRITER_TURNS, open_database, run_sql, writer_system
 
 AGENT_HEADER = "x-lightningrl-agent-name"
 WRITER_MAX_TOKENS = 40
@@ -60,12 +67,15 @@ def make_tools(conn: sqlite3.Connection, log: list[tuple[str, bool, str]]) -> li
     @tool
     def list_tables() -> str:
         """List the tables."""
-        return ", ".join(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        with SQL_LOCK:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        return ", ".join(r[0] for r in rows)
 
     @tool
     def describe_table(table: str) -> str:
         """Describe a table."""
-        rows = conn.execute("SELECT name, type FROM pragma_table_info(?)", (table,)).fetchall()
+        with SQL_LOCK:
+            rows = conn.execute("SELECT name, type FROM pragma_table_info(?)", (table,)).fetchall()
         return ", ".join(f"{name} {kind}" for name, kind in rows) or f"error: no such table: {table}"
 
     @tool

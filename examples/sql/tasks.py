@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,11 +78,15 @@ def sql_for(aggregate: str, column: str, table: str) -> str:
     return f"SELECT {aggregate}( {column} ) FROM {table}"
 
 
+SQL_LOCK = threading.Lock()
+
+
 def open_database(db: str, variant: int) -> sqlite3.Connection:
     """The generated database `db` (variant `variant`) in memory: the same rows every time."""
     table, (c1, c2) = SCHEMAS[db]
     rng = random.Random(f"{db}-{variant}")
-    # LangGraph's ToolNode runs a sync tool in a worker thread: the connection crosses threads (one at a time)
+    # LangGraph's ToolNode runs sync tools in worker threads, several calls at once: the connection
+    # crosses threads, and `run_sql` lets one thread use it at a time.
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.execute(f"CREATE TABLE {table} (name TEXT, {c1} INTEGER, {c2} INTEGER)")
     # distinct values, so MAX, MIN, SUM and AVG of a column all differ
@@ -93,7 +98,8 @@ def open_database(db: str, variant: int) -> sqlite3.Connection:
 def run_sql(conn: sqlite3.Connection, sql: str) -> tuple[bool, str]:
     """(ran, text): the rows as text (one line per row, values joined by ", "), or `error: ...`."""
     try:
-        rows = conn.execute(sql).fetchmany(20)
+        with SQL_LOCK:  # a sqlite3 connection must not run two statements at once
+            rows = conn.execute(sql).fetchmany(20)
     except (sqlite3.Error, sqlite3.Warning, ValueError) as error:
         return False, f"error: {error}"
     text = "\n".join(", ".join(_value(v) for v in row) for row in rows)
