@@ -37,13 +37,8 @@ from store_vs_agl import OurAdapter, spread  # noqa: E402
 from lightningstore.client import StoreClient  # noqa: E402
 
 
-def tree_cpu(pid: int) -> float:
-    """User + system CPU seconds of a process and its children so far."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return float("nan")
+def cpu_seconds(procs: list[psutil.Process]) -> float:
+    """User + system CPU seconds of `procs` so far (processes that ended meanwhile count 0)."""
     total = 0.0
     for proc in procs:
         try:
@@ -54,17 +49,18 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and its children so far."""
+    try:
+        root = psutil.Process(pid)
+        return cpu_seconds([root, *root.children(recursive=True)])
+    except psutil.NoSuchProcess:
+        return float("nan")
+
+
 def postgres_cpu() -> float:
     """CPU seconds of every `postgres` process on the machine (the bench's cluster's backends)."""
-    total = 0.0
-    for proc in psutil.process_iter(["name"]):
-        if proc.info["name"] == "postgres":
-            try:
-                times = proc.cpu_times()
-                total += times.user + times.system
-            except psutil.NoSuchProcess:
-                pass
-    return total
+    return cpu_seconds([p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"])
 
 
 def start(db: str, workers: int) -> tuple[subprocess.Popen[bytes], str]:
