@@ -71,7 +71,7 @@ class Upstream:
     """Posts one call to its endpoints: the rollout's home first, the next one after a connection error.
 
     A whole (non-streamed) call goes over our own keep-alive connections (`WirePool`): httpx's layers
-    were most of the gateway's CPU per call. Streams, and endpoints that the environment routes
+    were about half of the gateway loop's busy time per call. Streams, and endpoints that the environment routes
     through an HTTP proxy, use the shared httpx client.
     """
 
