@@ -59,7 +59,7 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         base,
         demonstrations(world, train, SEED, 200),
         root / "warm",
-        WarmupConfig(steps=60, batch_size=16, lr=1e-2, seed=SEED),
+        WarmupConfig(steps=150, batch_size=16, lr=1e-2, seed=SEED),
         show_progress=False,
     )
     return warm
@@ -121,6 +121,9 @@ def test_rag_agent_trains_through_the_proxy(warm_model: Path, tmp_path: Path) ->
             "balance_by": "kind",
             "return_to_judged_calls": False,
             "show_progress": False,
+            # Seeded sampling: after 60 warm-up steps one CI run in several sampled no well-formed
+            # search at all; these rollouts are now the same every run (31 searches run here).
+            "deterministic": True,
         },
         workers=6,
         runner_processes=1,
