@@ -42,6 +42,7 @@ CONFIG = {
     "advantage": {"baseline": "group_and_call", "norm_by_std": False},
     "trainer": {"lr": 1e-3, "micro_batch_size": 64, "mini_batch_size": 16, "ppo_epochs": 1},
     "show_progress": False,
+    "deterministic": True,  # seeded rollouts: the same tool calls every run, not a sampling lottery
 }
 
 
@@ -60,7 +61,11 @@ def warm_tiny_model(root: Path, kind: str) -> Path:
     )
     first_calls = demonstrations(train, 0, 200, SYSTEM, tools)[::2]
     warm, _ = supervised_warmup(
-        base, first_calls, root / "warm", WarmupConfig(steps=150, batch_size=8, lr=1e-2), show_progress=False
+        base,
+        first_calls,
+        root / "warm",
+        WarmupConfig(steps=150, batch_size=8, lr=1e-2, seed=0),
+        show_progress=False,
     )
     return warm
 

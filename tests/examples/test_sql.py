@@ -151,6 +151,7 @@ def test_fit_trains_the_writer_only(tmp_path: Path, warm_model, read_store) -> N
             "return_to_judged_calls": False,
             "trainer": {"lr": 1e-3},
             "show_progress": False,
+            "deterministic": True,  # seeded rollouts: the same calls every run, not a sampling lottery
         },
         workers=8,
         runner_processes=1,
