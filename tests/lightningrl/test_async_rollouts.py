@@ -69,13 +69,23 @@ async def test_async_rollouts_train_one_version_behind_and_learn(warm_model: Pat
     assert len(rows) == LEARN_STEPS
     versions = await store.list_resource_versions("llm")
     by_id = {v.version_id: v for v in versions}
-    assert len(versions) == LEARN_STEPS + 1  # the start and one candidate per step
-    for row in rows:
+    # A step whose groups all had equal rewards trains nothing and publishes nothing (late in this
+    # quick-learning run that happens); every other step publishes one candidate.
+    updated = [r for r in rows if not r.get("update/skipped")]
+    assert all(r["update/reason"] == "every group had equal rewards" for r in rows if r.get("update/skipped"))
+    assert len(updated) >= LEARN_STEPS - 3, [r.get("update/reason") for r in rows]
+    assert len(versions) == len(updated) + 1  # the start and one candidate per step that trained
+    for previous, row in zip([None, *rows], rows, strict=False):
         assert row["async/stale_dropped"] == 0 and row["async/unversioned_dropped"] == 0
-        # step 1 samples the version it trains; every later step's batch ran while the previous step trained
-        assert row["async/staleness"] == (0 if row["step"] == 1 else 1), row
-        assert by_id[row["update/version_id"]].parent_id == row["async/trained_from"]
+        # step 1 samples the version it trains; a later step's batch ran while the previous step
+        # trained, so it is one version behind unless that step published nothing
+        behind = 0 if previous is None or previous.get("update/skipped") else 1
+        assert row["async/staleness"] == behind, row
+        if not row.get("update/skipped"):
+            assert by_id[row["update/version_id"]].parent_id == row["async/trained_from"]
     for row, following in zip(rows, rows[1:], strict=False):
+        if row.get("update/skipped"):
+            continue
         # step k+1's rollouts were enqueued before step k's candidate existed
         assert row["async/next_enqueued_at"] < by_id[row["update/version_id"]].create_time
         assert following["async/trained_from"] == row["update/version_id"]
