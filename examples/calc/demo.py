@@ -37,6 +37,41 @@ def as_rows(tasks: list[CalcTask]) -> list[dict]:
     return [{"task_id": t.task_id, "input": t.as_input(), "tags": {"op": t.op}} for t in tasks]
 
 
+def demo_config(args: argparse.Namespace) -> LightningRLConfig:
+    """The RL settings the demo's flags ask for (also read by replay_update.py)."""
+    return LightningRLConfig(
+        steps=args.steps,
+        tasks_per_step=args.tasks_per_step,
+        rollouts_per_task=args.n,
+        val_every=args.val_every,
+        balance_by="op",
+        return_to_judged_calls=args.credit == "episode",
+        seed=args.seed,
+        deterministic=args.deterministic,
+        async_rollouts=args.async_rollouts,
+        advantage=AdvantageConfig(
+            estimator="grpo",
+            norm_by_std=args.std_norm,
+            negative_weight=args.negative_weight,
+            baseline=args.baseline,
+        ),
+        trainer=TrainerConfig(
+            lr=args.lr,
+            micro_batch_size=64,
+            mini_batch_size=args.mini_batch,
+            lr_schedule=args.lr_schedule,
+            min_lr_ratio=args.min_lr_ratio,
+            total_training_steps=args.steps,
+            ppo_epochs=args.ppo_epochs,
+            shuffle=True,
+            seed=args.seed,
+            loss=PolicyLossConfig(loss_agg_mode=args.loss_agg, kl_loss_coef=args.kl_coef),
+            backend=args.trainer,
+            num_workers=args.trainer_workers,
+        ),
+    )
+
+
 def main(args: argparse.Namespace) -> None:
     console = Console(soft_wrap=True)
     started = time.perf_counter()
@@ -80,37 +115,7 @@ def main(args: argparse.Namespace) -> None:
             f"({len(losses)} steps, loss {losses[-1]:.3f})"
         )
 
-    config = LightningRLConfig(
-        steps=args.steps,
-        tasks_per_step=args.tasks_per_step,
-        rollouts_per_task=args.n,
-        val_every=args.val_every,
-        balance_by="op",
-        return_to_judged_calls=args.credit == "episode",
-        seed=args.seed,
-        deterministic=args.deterministic,
-        async_rollouts=args.async_rollouts,
-        advantage=AdvantageConfig(
-            estimator="grpo",
-            norm_by_std=args.std_norm,
-            negative_weight=args.negative_weight,
-            baseline=args.baseline,
-        ),
-        trainer=TrainerConfig(
-            lr=args.lr,
-            micro_batch_size=64,
-            mini_batch_size=args.mini_batch,
-            lr_schedule=args.lr_schedule,
-            min_lr_ratio=args.min_lr_ratio,
-            total_training_steps=args.steps,
-            ppo_epochs=args.ppo_epochs,
-            shuffle=True,
-            seed=args.seed,
-            loss=PolicyLossConfig(loss_agg_mode=args.loss_agg, kl_loss_coef=args.kl_coef),
-            backend=args.trainer,
-            num_workers=args.trainer_workers,
-        ),
-    )
+    config = demo_config(args)
     result = fit(
         calc_agent,
         as_rows(train),
@@ -138,14 +143,18 @@ def main(args: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return demo_parser().parse_args(argv)
+
+
+def demo_parser(description: str | None = __doc__) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="runs/calc")
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=40)
     p.add_argument("--tasks-per-step", type=int, default=12)
     p.add_argument("--n", type=int, default=8, help="rollouts per task (GRPO group size)")
-    p.add_argument("--val-every", type=int, default=15)
-    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--val-every", type=int, default=20)
+    p.add_argument("--lr", type=float, default=1.5e-4)
     p.add_argument("--workers", type=int, default=32)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
@@ -201,7 +210,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--negative-weight",
         type=float,
         default=0.5,
-        help="scale of negative advantages (1.0 collapsed a tool choice in 1 of 9 runs: see README)",
+        help="scale of negative advantages (see README: an early collapse)",
     )
     p.add_argument(
         "--async-rollouts",
@@ -210,7 +219,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--trainer", choices=["local", "ray"], default="local", help="trainer backend")
     p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
-    return p.parse_args(argv)
+    return p
 
 
 if __name__ == "__main__":

@@ -1,0 +1,43 @@
+"""examples/calc/replay_update.py: replaying step 1 of a finished demo run reproduces its checkpoint."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO_ROOT
+from safetensors.torch import load_file
+
+SMALL = ["--seed", "3", "--steps", "1", "--tasks-per-step", "3", "--n", "4", "--workers", "4"]
+SMALL += ["--warmup-steps", "40", "--warmup-until-loss", "100", "--hidden", "32", "--layers", "1"]
+
+
+def run(script: str, *args: str) -> str:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "examples" / "calc" / script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_replaying_step_one_gives_the_runs_own_checkpoint(tmp_path: Path) -> None:
+    run("demo.py", *SMALL, "--output", str(tmp_path / "runs"))
+    seed_dir = tmp_path / "runs" / "seed3"
+    out = run("replay_update.py", *SMALL, "--run", str(seed_dir), "--save", str(tmp_path / "replayed"))
+    assert "step 1:" in out and "P(right tool) / P(no tool)" in out
+    for op in ("plus", "minus", "times"):
+        assert out.count(f"{op} ") >= 2, out  # before and after
+    ran = load_file(seed_dir / "checkpoints" / "step-0001" / "model.safetensors")
+    replayed = load_file(tmp_path / "replayed" / "model.safetensors")
+    warm = load_file(seed_dir / "model-warmup" / "model.safetensors")
+    assert ran.keys() == replayed.keys()
+    assert any(not ran[k].equal(warm[k]) for k in ran), "the step changed no weight"
+    for name in ran:
+        assert ran[name].equal(replayed[name]), name
