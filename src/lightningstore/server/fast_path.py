@@ -6,7 +6,8 @@ routing, dependency solving, body parsing (json.loads, then a second pass to val
 validation cost about as much CPU as the store's own work. Here a well-formed JSON body is parsed
 and validated in one pass (`TypeAdapter.validate_json`, the same models and limits as the routes),
 the route's own function (`add_spans_as`, `enqueue_as`, `dequeue_as`, `update_attempt_as`) runs
-it, and the answer is serialised once.
+it, and the answer is serialised once. A rollout's spans (GET /v1/rollouts/{rollout_id}/spans with
+no query string: the algorithm's read after each rollout) go to `query_spans_as` the same way.
 
 The model gateway's call routes (`proxy.fast_call.match_call`) go straight to `Gateway.call`, as
 their FastAPI routes would. Anything else falls through to the FastAPI app unchanged: other routes, a query string, another
@@ -35,7 +36,7 @@ from lightningstore.server.auth import context
 from lightningstore.server.error_handlers import answer_error
 from lightningstore.server.routes.attempts import update_attempt_as
 from lightningstore.server.routes.rollouts import MAX_REQUESTS, dequeue_as, enqueue_as
-from lightningstore.server.routes.telemetry import MAX_SPANS, add_spans_as
+from lightningstore.server.routes.telemetry import MAX_SPANS, add_spans_as, query_spans_as
 from lightningstore.server.schemas import DequeueBody, UpdateAttemptBody
 from lightningstore.span import Span, SpanIn
 
@@ -68,13 +69,19 @@ HOT_ROUTES: dict[tuple[str, str], HotRoute] = {
 }
 UPDATE_ATTEMPT = HotRoute(TypeAdapter(UpdateAttemptBody), update_attempt_as, TypeAdapter(Attempt))
 """PATCH /v1/rollouts/{rollout_id}/attempts/{attempt_id}: ids percent-decoded as `IdConvertor` does."""
+QUERY_SPANS = HotRoute(TypeAdapter(None), query_spans_as, TypeAdapter(list[Span]))
+"""GET /v1/rollouts/{rollout_id}/spans without a query string: no body, `run(store, caller, None, rollout_id)`."""
 
 
 def _route(method: str, path: str) -> tuple[HotRoute | None, tuple[str, ...]]:
     route = HOT_ROUTES.get((method, path))
-    if route is not None or method != "PATCH":
+    if route is not None or method not in ("PATCH", "GET"):
         return route, ()
     parts = path.split("/")
+    if method == "GET":
+        if len(parts) == 5 and parts[1:3] == ["v1", "rollouts"] and parts[3] and parts[4] == "spans":
+            return QUERY_SPANS, (unquote(parts[3]),)
+        return None, ()
     if (
         len(parts) == 6
         and parts[1:3] == ["v1", "rollouts"]
@@ -134,17 +141,22 @@ class FastPathMiddleware:
                 await self._proxy_call(gateway, call, scope, receive, send)
                 return
         route, ids = _route(scope["method"], scope["path"]) if scope["type"] == "http" else (None, ())
-        if route is None or scope.get("query_string") or not _is_json(scope):
+        if route is None or scope.get("query_string"):
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
-        if body is None:
-            return
-        try:
-            value = route.body.validate_json(body)
-        except ValidationError:
-            await self.app(scope, _replay(body, receive), send)
-            return
+        value = None
+        if route is not QUERY_SPANS:
+            if not _is_json(scope):
+                await self.app(scope, receive, send)
+                return
+            body = await _read_body(receive)
+            if body is None:
+                return
+            try:
+                value = route.body.validate_json(body)
+            except ValidationError:
+                await self.app(scope, _replay(body, receive), send)
+                return
         request = Request(scope, receive)
         try:
             store, caller = context(request)
