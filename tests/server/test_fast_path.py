@@ -184,3 +184,53 @@ async def test_only_bare_json_requests_to_hot_routes_take_the_fast_path(
     await raw_http.post("/v1/rollouts/dequeue", content=b"{}", headers={"content-type": "text/plain"})
     await raw_http.post("/v1/rollouts/dequeue", content=b'{"limit": -1}', headers=JSON)
     assert served == ["fast", "fast"]
+
+
+async def test_hot_routes_are_answered_ahead_of_the_stack_only_when_no_middleware_applies(
+    sql_store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from starlette.types import Receive, Scope, Send
+
+    from lightningstore.server import build_app
+
+    seen: list[str] = []
+
+    class Tagging:
+        """A middleware added after build_app: it must still see every request."""
+
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            seen.append(scope.get("path", ""))
+            await self.app(scope, receive, send)
+
+    early: list[str] = []
+    serve_hot = fast_path.serve_hot
+
+    async def counting(route: Any, ids: Any, scope: Scope, *rest: Any) -> None:
+        early.append(scope["path"])
+        await serve_hot(route, ids, scope, *rest)
+
+    import lightningstore.server.app as app_module
+
+    monkeypatch.setattr(app_module, "serve_hot", counting)
+    app = build_app(sql_store, sweep_interval=None, max_body_bytes=4096)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as http:
+        assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
+        too_big = {**JSON, "content-length": "99999"}  # over the limit: the whole stack answers 413
+        assert (await http.post("/v1/rollouts/dequeue", content=b"{}", headers=too_big)).status_code == 413
+        assert (await http.get("/v1/rollouts/ro%2F1/spans")).json() == []
+        assert early == ["/v1/rollouts/dequeue", "/v1/rollouts/ro%2F1/spans"]
+        bad = await http.post("/v1/rollouts/dequeue", json={"limit": 0})  # replayed through the whole app
+        assert bad.status_code == 422 and early[-1] == "/v1/rollouts/dequeue"
+    tagged = build_app(sql_store, sweep_interval=None)
+    tagged.add_middleware(Tagging)
+    early.clear()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=tagged), base_url="http://s") as http:
+        assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
+    assert early == [] and seen == ["/v1/rollouts/dequeue"]
+    limited = build_app(sql_store, sweep_interval=None, rate_limit=100.0)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://s") as http:
+        assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
+    assert early == []

@@ -126,6 +126,54 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+async def serve_hot(
+    route: HotRoute, ids: tuple[str, ...], scope: Scope, receive: Receive, send: Send, fallback: ASGIApp
+) -> None:
+    """Answer a request to a hot route; `fallback` gets a body that is not JSON or does not validate."""
+    value = None
+    if route is not QUERY_SPANS:
+        if not _is_json(scope):
+            await fallback(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if body is None:
+            return
+        try:
+            value = route.body.validate_json(body)
+        except ValidationError:
+            await fallback(scope, _replay(body, receive), send)
+            return
+    request = Request(scope, receive)
+    try:
+        store, caller = context(request)
+        result = await route.run(store, caller, value, *ids)
+        response = Response(route.answer.dump_json(result), media_type="application/json")
+    except Exception as exc:  # noqa: BLE001 - every error gets the app's own answer
+        response = answer_error(request, exc)
+    await response(scope, receive, send)
+
+
+def early_route(scope: Scope, max_body_bytes: int) -> tuple[HotRoute, tuple[str, ...]] | None:
+    """The hot route of a request that none of the app's middleware would act on (the app runs without a
+    rate limit): no query string, and a declared body within `max_body_bytes` (none for a GET)."""
+    if scope["type"] != "http" or scope.get("query_string") or not scope.get("raw_path"):
+        return None
+    route, ids = _route(scope["method"], scope["raw_path"].decode("latin-1"))
+    if route is None:
+        return None
+    length = None
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if length is not None or not value.isdigit() or int(value) > max_body_bytes:
+                return None
+            length = value
+        elif name == b"transfer-encoding":
+            return None
+    if length is None and route is not QUERY_SPANS:
+        return None
+    return route, ids
+
+
 class FastPathMiddleware:
     """Serves HOT_ROUTES and UPDATE_ATTEMPT directly; everything else goes to `app`. Must sit inside BodyLimitMiddleware
     (its limit applies while the body is read here) and RawPathMiddleware."""
@@ -144,27 +192,7 @@ class FastPathMiddleware:
         if route is None or scope.get("query_string"):
             await self.app(scope, receive, send)
             return
-        value = None
-        if route is not QUERY_SPANS:
-            if not _is_json(scope):
-                await self.app(scope, receive, send)
-                return
-            body = await _read_body(receive)
-            if body is None:
-                return
-            try:
-                value = route.body.validate_json(body)
-            except ValidationError:
-                await self.app(scope, _replay(body, receive), send)
-                return
-        request = Request(scope, receive)
-        try:
-            store, caller = context(request)
-            result = await route.run(store, caller, value, *ids)
-            response = Response(route.answer.dump_json(result), media_type="application/json")
-        except Exception as exc:  # noqa: BLE001 - every error gets the app's own answer
-            response = answer_error(request, exc)
-        await response(scope, receive, send)
+        await serve_hot(route, ids, scope, receive, send, self.app)
 
     @staticmethod
     async def _proxy_call(
