@@ -7,7 +7,9 @@ validation cost about as much CPU as the store's own work. Here a well-formed JS
 and validated in one pass (`TypeAdapter.validate_json`, the same models and limits as the routes),
 the route's own function (`add_spans_as`, `enqueue_as`, `dequeue_as`, `update_attempt_as`) runs
 it, and the answer is serialised once. A rollout's spans (GET /v1/rollouts/{rollout_id}/spans with
-no query string: the algorithm's read after each rollout) go to `query_spans_as` the same way.
+no query string: the algorithm's read after each rollout) go to `query_spans_as` the same way. When none
+of the app's middleware would act on a request, `StoreApp` (server.app) answers it with `serve_hot`
+ahead of the whole middleware stack (`early_route` says when).
 
 The model gateway's call routes (`proxy.fast_call.match_call`) go straight to `Gateway.call`, as
 their FastAPI routes would. Anything else falls through to the FastAPI app unchanged: other routes, a query string, another
