@@ -62,6 +62,36 @@ async def test_hot_routes_answer_as_fastapi_does(raw_http: httpx.AsyncClient, sq
     assert [s["sequence_id"] for s in fast.json()] == [
         s.sequence_id for s in await sql_store.query_spans("ro-1")
     ]
+    for rollout_id in ("ro-1", "ro-none"):
+        fast, slow = await both(raw_http, "GET", f"/v1/rollouts/{rollout_id}/spans", b"")
+        assert fast.status_code == slow.status_code == 200
+        assert fast.json() == slow.json()
+        assert fast.headers["content-type"] == slow.headers["content-type"] == "application/json"
+    assert [s["span_id"] for s in fast.json()] == [] and len(slow.json()) == 0
+
+
+async def test_spans_of_a_rollout_with_an_encoded_id_take_the_fast_path(
+    raw_http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await raw_http.post("/v1/rollouts", json=[{"input": 1, "rollout_id": "ro/1 %x"}])
+    claim = (await raw_http.post("/v1/rollouts/dequeue", json={})).json()[0]
+    body = orjson.dumps([span("ro/1 %x", claim["attempt"]["attempt_id"], "s1")])
+    assert (await raw_http.post("/v1/spans", content=body, headers=JSON)).status_code == 200
+    served: list[str] = []
+    route = fast_path.QUERY_SPANS
+
+    async def counting(store: Any, caller: Any, body: Any, rollout_id: str) -> Any:
+        served.append(rollout_id)
+        return await route.run(store, caller, body, rollout_id)
+
+    monkeypatch.setattr(fast_path, "QUERY_SPANS", fast_path.HotRoute(route.body, counting, route.answer))
+    path = f"/v1/rollouts/{quote('ro/1 %x', safe='')}/spans"
+    fast, slow = await both(raw_http, "GET", path, b"")
+    assert fast.status_code == slow.status_code == 200 and fast.json() == slow.json()
+    assert [s["span_id"] for s in fast.json()] == ["s1"]
+    await raw_http.get(path + "?limit=1")
+    await raw_http.get(path + "/")
+    assert served == ["ro/1 %x"]
 
 
 async def test_update_attempt_with_encoded_ids_answers_as_fastapi_does(raw_http: httpx.AsyncClient) -> None:
@@ -126,6 +156,9 @@ async def test_store_errors_auth_and_body_limit_answer_as_fastapi_does(
             secured, "POST", "/v1/rollouts/dequeue", b"{}", authorization="Bearer run-token"
         )
         assert fast.status_code == slow.status_code == 200 and fast.json() == slow.json() == []
+        for headers in ({}, {"authorization": "Bearer nope"}):
+            fast, slow = await both(secured, "GET", "/v1/rollouts/ro-x/spans", b"", **headers)
+            assert fast.status_code == slow.status_code == 401 and fast.json() == slow.json()
 
 
 async def test_only_bare_json_requests_to_hot_routes_take_the_fast_path(
@@ -151,3 +184,53 @@ async def test_only_bare_json_requests_to_hot_routes_take_the_fast_path(
     await raw_http.post("/v1/rollouts/dequeue", content=b"{}", headers={"content-type": "text/plain"})
     await raw_http.post("/v1/rollouts/dequeue", content=b'{"limit": -1}', headers=JSON)
     assert served == ["fast", "fast"]
+
+
+async def test_hot_routes_are_answered_ahead_of_the_stack_only_when_no_middleware_applies(
+    sql_store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from starlette.types import Receive, Scope, Send
+
+    from lightningstore.server import build_app
+
+    seen: list[str] = []
+
+    class Tagging:
+        """A middleware added after build_app: it must still see every request."""
+
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            seen.append(scope.get("path", ""))
+            await self.app(scope, receive, send)
+
+    early: list[str] = []
+    serve_hot = fast_path.serve_hot
+
+    async def counting(route: Any, ids: Any, scope: Scope, *rest: Any) -> None:
+        early.append(scope["path"])
+        await serve_hot(route, ids, scope, *rest)
+
+    import lightningstore.server.app as app_module
+
+    monkeypatch.setattr(app_module, "serve_hot", counting)
+    app = build_app(sql_store, sweep_interval=None, max_body_bytes=4096)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as http:
+        assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
+        too_big = {**JSON, "content-length": "99999"}  # over the limit: the whole stack answers 413
+        assert (await http.post("/v1/rollouts/dequeue", content=b"{}", headers=too_big)).status_code == 413
+        assert (await http.get("/v1/rollouts/ro%2F1/spans")).json() == []
+        assert early == ["/v1/rollouts/dequeue", "/v1/rollouts/ro%2F1/spans"]
+        bad = await http.post("/v1/rollouts/dequeue", json={"limit": 0})  # replayed through the whole app
+        assert bad.status_code == 422 and early[-1] == "/v1/rollouts/dequeue"
+    tagged = build_app(sql_store, sweep_interval=None)
+    tagged.add_middleware(Tagging)
+    early.clear()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=tagged), base_url="http://s") as http:
+        assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
+    assert early == [] and seen == ["/v1/rollouts/dequeue"]
+    limited = build_app(sql_store, sweep_interval=None, rate_limit=100.0)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://s") as http:
+        assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
+    assert early == []

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from lightningstore.auth.raw_path import RawPathMiddleware
 from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.auth import declare_bearer_security
 from lightningstore.server.body_limit import BodyLimitMiddleware
 from lightningstore.server.error_handlers import install_error_handlers
-from lightningstore.server.fast_path import FastPathMiddleware
+from lightningstore.server.fast_path import FastPathMiddleware, early_route, serve_hot
 from lightningstore.server.rate_limit import RateLimiter, RateLimitMiddleware
 from lightningstore.server.routes import attempts, events, otlp, resources, rollouts, system, telemetry
 from lightningstore.server.schemas import ErrorBody
@@ -35,6 +36,36 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422, 429)
 }
+
+
+class StoreApp(FastAPI):
+    """The store's FastAPI app. A hot route that none of its middleware would act on (no rate limit, no
+    FastAPI telemetry, no middleware added after `build_app`, a body within the limit) is answered ahead
+    of the middleware stack, as FastPathMiddleware would answer it inside (~13 us less CPU per request)."""
+
+    early_middleware: int | None = None
+    """How many middleware `build_app` added when the early answer is allowed; None: never."""
+    max_body_bytes = DEFAULT_MAX_BODY_BYTES
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        early = self.early_middleware is not None and len(self.user_middleware) == self.early_middleware
+        hit = early_route(scope, self.max_body_bytes) if early else None
+        if hit is None or self.root_path or _telemetry_on(self):
+            await super().__call__(scope, receive, send)
+            return
+
+        async def fallback(_: Scope, receive: Receive, send: Send) -> None:
+            await FastAPI.__call__(self, scope, receive, send)
+
+        # What Starlette and RawPathMiddleware would have set on the way in.
+        inner = {**scope, "app": self, "path": scope["raw_path"].decode("latin-1")}
+        await serve_hot(*hit, inner, receive, send, fallback)
+
+
+def _telemetry_on(app: FastAPI) -> bool:
+    """FastAPI's own telemetry would record this request (unknown: assume it would)."""
+    native = getattr(app, "_native_telemetry", None)
+    return native is None or bool(native.enabled())
 
 
 def build_app(
@@ -83,7 +114,7 @@ def build_app(
             if close_store:
                 await store.close()
 
-    app = FastAPI(
+    app = StoreApp(
         title="LightningStore",
         version="1",
         description="Rollouts, attempts, spans, rewards and resources of LightningRL over JSON REST.",
@@ -102,6 +133,7 @@ def build_app(
     app.add_middleware(FastPathMiddleware)  # innermost: inside the body limit and the raw path
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     app.add_middleware(RawPathMiddleware)
+    app.max_body_bytes = max_body_bytes
     if limiter is not None:
         # Outermost: refuse before the body is read or anything is routed.
         app.add_middleware(RateLimitMiddleware, limiter=limiter)
@@ -118,4 +150,6 @@ def build_app(
         from lightningstore.server.ui import install_ui
 
         install_ui(app, metrics_csv=ui_metrics_csv)
+    if limiter is None:
+        app.early_middleware = len(app.user_middleware)
     return app

@@ -55,6 +55,8 @@ def serve(
     """
     import uvicorn
 
+    from lightningstore.server.http_protocol import CoalescingHttpToolsProtocol
+
     tokens = tokens or TokenConfig()
     if not tokens.enabled and not is_loopback(host):
         raise SystemExit(
@@ -89,7 +91,7 @@ def serve(
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=CoalescingHttpToolsProtocol,
         lifespan="on",
         access_log=False,
         log_level=log_level,

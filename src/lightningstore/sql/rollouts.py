@@ -45,19 +45,32 @@ class SqlRollouts:
             return []
         given = [r.rollout_id for r in requests if r.rollout_id]
         now = self._db.now()
+        # Built before the write transaction, so that the writer thread only checks and inserts.
+        fresh = [
+            Rollout(
+                rollout_id=req.rollout_id or new_id("ro"),
+                input=req.input,
+                mode=req.mode,
+                resources_id=req.resources_id,
+                config=req.config,
+                status=RolloutStatus.QUEUING,
+                metadata=req.metadata,
+                group_id=req.group_id,
+                enqueue_time=now,
+            )
+            for req in requests
+        ]
+        rows = [rollout.model_dump(mode="json") for rollout in fresh]
 
         def _tx(conn: sa.Connection) -> list[Rollout]:
             self._life.check_resources_ids(conn, {r.resources_id for r in requests if r.resources_id})
             if len(given) != len(set(given)):
                 raise InvalidInputError("rollout_id", "the same rollout_id appears twice in one request")
-            existing: dict[str, Rollout] = {}
-            if given:
-                rows = conn.execute(sa.select(t.rollouts).where(t.rollouts.c.rollout_id.in_(given)))
-                existing = {r.rollout_id: r for r in (rollout_from_row(row._mapping) for row in rows)}
-            base_seq = conn.execute(q.MAX_QUEUE_SEQ).scalar_one()
+            existing = self._existing(conn, given)
+            base_seq = q.MAX_QUEUE_SEQ.run(conn).rows[0]["max_seq"]
             result: list[Rollout] = []
             new_rows: list[dict[str, Any]] = []
-            for i, req in enumerate(requests):
+            for i, (req, rollout, row) in enumerate(zip(requests, fresh, rows, strict=True)):
                 if req.rollout_id in existing:
                     stored = existing[req.rollout_id]
                     if stored.input != req.input:
@@ -66,26 +79,23 @@ class SqlRollouts:
                         )
                     result.append(stored)
                     continue
-                rollout = Rollout(
-                    rollout_id=req.rollout_id or new_id("ro"),
-                    input=req.input,
-                    mode=req.mode,
-                    resources_id=req.resources_id,
-                    config=req.config,
-                    status=RolloutStatus.QUEUING,
-                    metadata=req.metadata,
-                    group_id=req.group_id,
-                    enqueue_time=now,
-                )
-                row = rollout.model_dump(mode="json")
-                row["queue_seq"] = base_seq + i + 1
-                new_rows.append(row)
+                new_rows.append({**row, "queue_seq": base_seq + i + 1})
                 result.append(rollout)
             if new_rows:
-                conn.execute(q.INSERT_ROLLOUT, new_rows)
+                q.INSERT_ROLLOUT.run(conn, new_rows)
             return result
 
         return await self._db.write(_tx)
+
+    def _existing(self, conn: sa.Connection, ids: list[str]) -> dict[str, Rollout]:
+        """The stored rollouts among `ids`: one prepared lookup per id on SQLite (or for one id), else one IN query."""
+        if not ids:
+            return {}
+        if len(ids) == 1 or self._db.dialect == "sqlite":
+            found = (q.SELECT_ROLLOUT.run(conn, {"rollout_id": i}).first() for i in ids)
+            return {row["rollout_id"]: rollout_from_row(row) for row in found if row is not None}
+        rows = conn.execute(sa.select(t.rollouts).where(t.rollouts.c.rollout_id.in_(ids)))
+        return {r.rollout_id: r for r in (rollout_from_row(row._mapping) for row in rows)}
 
     async def dequeue_many_rollouts(
         self, limit: int, *, worker_id: str | None = None

@@ -36,8 +36,9 @@ def is_one_of(column: sa.ColumnElement[Any], values: Iterable[str]) -> sa.Column
 _SELECT_ROLLOUT = sa.select(R).where(R.c.rollout_id == _b("rollout_id"))
 SELECT_ROLLOUT = Prepared(_SELECT_ROLLOUT)
 SELECT_ROLLOUT_FOR_UPDATE = Prepared(_SELECT_ROLLOUT.with_for_update())
-MAX_QUEUE_SEQ = sa.select(sa.func.coalesce(sa.func.max(R.c.queue_seq), 0))
-INSERT_ROLLOUT = sa.insert(R)
+MAX_QUEUE_SEQ = Prepared(sa.select(sa.func.coalesce(sa.func.max(R.c.queue_seq), 0).label("max_seq")))
+INSERT_ROLLOUT = Prepared(sa.insert(R), column_keys=[c.key for c in R.c if c.key != "current_attempt_id"])
+"""A new rollout's row: the fields of `Rollout` plus its `queue_seq` (it has no current attempt yet)."""
 
 SET_ROLLOUT_STATUS = Prepared(
     sa.update(R)

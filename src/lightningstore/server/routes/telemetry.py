@@ -60,6 +60,12 @@ async def query_spans(
     )
 
 
+async def query_spans_as(store: LightningStore, caller: Caller, _: None, rollout_id: str) -> list[Span]:
+    """GET /v1/rollouts/{rollout_id}/spans without a query string (shared with the server's fast path)."""
+    caller.require(Permission.READ)
+    return await store.query_spans(rollout_id)
+
+
 @router.get("/v1/rollouts/{rollout_id:id}/rewards")
 async def query_rewards(request: Request, rollout_id: str, name: str | None = None) -> list[Reward]:
     """Rewards of a rollout in the order they were added."""
