@@ -102,6 +102,8 @@ def main() -> None:
     sequences = asyncio.run(step_sequences(run, args.step, config))
     batch = collate(sequences, pad_token_id=int(model_config(str(start)).get("pad_token_id") or 0))
     adv = compute_advantages(batch, config.advantage)
+    if not bool(adv.keep.any()):
+        raise SystemExit(f"step {args.step} trained nothing: every group had equal rewards")
     trainer = build_trainer(start, config.trainer)
     stats = trainer.train_step(batch.select(adv.keep), adv.advantages[adv.keep])
     with tempfile.TemporaryDirectory() as tmp:

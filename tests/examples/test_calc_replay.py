@@ -10,8 +10,9 @@ from pathlib import Path
 from conftest import REPO_ROOT
 from safetensors.torch import load_file
 
-SMALL = ["--seed", "3", "--steps", "1", "--tasks-per-step", "3", "--n", "4", "--workers", "4"]
-SMALL += ["--warmup-steps", "40", "--warmup-until-loss", "100", "--hidden", "32", "--layers", "1"]
+# A warm-up long enough for the format (~150 steps at this size), so step 1's groups are mixed.
+SMALL = ["--seed", "3", "--steps", "1", "--tasks-per-step", "6", "--n", "4", "--workers", "8"]
+SMALL += ["--warmup-steps", "220", "--warmup-until-loss", "100"]
 
 
 def run(script: str, *args: str) -> str:
@@ -30,6 +31,7 @@ def run(script: str, *args: str) -> str:
 def test_replaying_step_one_gives_the_runs_own_checkpoint(tmp_path: Path) -> None:
     run("demo.py", *SMALL, "--output", str(tmp_path / "runs"))
     seed_dir = tmp_path / "runs" / "seed3"
+    assert (seed_dir / "checkpoints" / "step-0001").is_dir(), "the demo's step 1 trained nothing"
     out = run("replay_update.py", *SMALL, "--run", str(seed_dir), "--save", str(tmp_path / "replayed"))
     assert "step 1:" in out and "P(right tool) / P(no tool)" in out
     for op in ("plus", "minus", "times"):
