@@ -104,7 +104,7 @@ def main() -> None:
     adv = compute_advantages(batch, config.advantage)
     if not bool(adv.keep.any()):
         raise SystemExit(f"step {args.step} trained nothing: every group had equal rewards")
-    trainer = build_trainer(start, config.trainer)
+    trainer = build_trainer(start, config.effective_trainer())
     stats = trainer.train_step(batch.select(adv.keep), adv.advantages[adv.keep])
     with tempfile.TemporaryDirectory() as tmp:
         after = trainer.save_checkpoint(Path(args.save) if args.save else Path(tmp) / "replayed")

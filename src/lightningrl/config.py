@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,3 +99,13 @@ class LightningRLConfig:
         if self.val_every < 0:
             raise ValueError(f"val_every must be >= 0, got {self.val_every!r}")
         self.output_dir = Path(self.output_dir)
+
+    def effective_trainer(self) -> TrainerConfig:
+        """The trainer's config as the loop builds it: a deterministic run trains without the
+        rollout-logprob correction, whose inputs carry the inference server's batch-dependent float
+        noise (~1e-7)."""
+        trainer = self.trainer
+        if self.deterministic and trainer.loss.rollout_is_threshold is not None:
+            loss = dataclasses.replace(trainer.loss, rollout_is_threshold=None)
+            trainer = dataclasses.replace(trainer, loss=loss)
+        return trainer

@@ -37,7 +37,6 @@ from lightningrl.progress import StepProgress, step_info
 from lightningrl.release.plan import file_plan, tasks_snapshot
 from lightningrl.release.stop import stop_reason
 from lightningrl.serving.endpoint import ProxyPause, sync_weights
-from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import (
     LLM,
@@ -114,15 +113,6 @@ class LightningRL(Algorithm):
 
     # ---- setup -----------------------------------------------------------------------------------
 
-    def _trainer_config(self) -> TrainerConfig:
-        """The trainer's config; a deterministic run trains without the rollout-logprob correction, whose
-        inputs carry the inference server's batch-dependent float noise (~1e-7)."""
-        trainer = self.config.trainer
-        if self.config.deterministic and trainer.loss.rollout_is_threshold is not None:
-            loss = dataclasses.replace(trainer.loss, rollout_is_threshold=None)
-            trainer = dataclasses.replace(trainer, loss=loss)
-        return trainer
-
     async def _start(self) -> LLM:
         version = await self.store.get_latest_version(self.config.resource_name)
         if version is None:
@@ -143,7 +133,9 @@ class LightningRL(Algorithm):
         if self.trainer is None:
             from lightningrl.trainer import build_trainer
 
-            self.trainer = await asyncio.to_thread(build_trainer, llm.checkpoint, self._trainer_config())
+            self.trainer = await asyncio.to_thread(
+                build_trainer, llm.checkpoint, self.config.effective_trainer()
+            )
         return llm
 
     async def _file_plan(self, start: ResourceVersion) -> None:

@@ -10,8 +10,20 @@ from pathlib import Path
 from conftest import REPO_ROOT
 from safetensors.torch import load_file
 
-# A warm-up long enough for the format (~150 steps at this size), so step 1's groups are mixed.
-SMALL = ["--seed", "3", "--steps", "1", "--tasks-per-step", "6", "--n", "4", "--workers", "8"]
+# Seeded rollouts; a warm-up long enough for the format (~150 steps at this size): step 1 trains.
+SMALL = [
+    "--seed",
+    "3",
+    "--deterministic",
+    "--steps",
+    "1",
+    "--tasks-per-step",
+    "6",
+    "--n",
+    "4",
+    "--workers",
+    "8",
+]
 SMALL += ["--warmup-steps", "220", "--warmup-until-loss", "100"]
 
 
