@@ -27,8 +27,14 @@ SMALL = [
 SMALL += ["--warmup-steps", "220", "--warmup-until-loss", "100"]
 
 
+# An in-process trainer of an earlier test (fit) leaves its torch.distributed rendezvous in this
+# process's environment; a child inheriting it would join that process group instead of its own.
+RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
 def run(script: str, *args: str) -> str:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
+    env |= {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(
         [sys.executable, str(REPO_ROOT / "examples" / "calc" / script), *args],
         capture_output=True,
