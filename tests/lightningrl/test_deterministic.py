@@ -19,9 +19,10 @@ async def test_deterministic_names_rollouts_and_trains_without_the_rollout_corre
             store, tasks, config=LightningRLConfig(output_dir=tmp_path / "b", deterministic=True)
         )
         assert not plain.stable_rollout_ids and exact.stable_rollout_ids
-        assert plain._trainer_config().loss.rollout_is_threshold == 2.0
-        assert exact._trainer_config().loss.rollout_is_threshold is None
-        assert exact._trainer_config().lr == plain._trainer_config().lr  # nothing else changes
+        assert plain.config.effective_trainer().loss.rollout_is_threshold == 2.0
+        assert exact.config.effective_trainer().loss.rollout_is_threshold is None
+        # nothing else changes
+        assert exact.config.effective_trainer().lr == plain.config.effective_trainer().lr
         enqueued = await exact.enqueue_tasks(tasks, n=2, group_prefix="s1/")
         again = await exact.enqueue_tasks(tasks, n=2, group_prefix="s1/")  # same call: same rollouts
         assert [r.rollout_id for r, _ in enqueued] == [r.rollout_id for r, _ in again]
