@@ -215,6 +215,9 @@ async def test_hot_routes_are_answered_ahead_of_the_stack_only_when_no_middlewar
     import lightningstore.server.app as app_module
 
     monkeypatch.setattr(app_module, "serve_hot", counting)
+    # Telemetry is not this test's subject: in the full suite an earlier test leaves FastAPI's telemetry
+    # state such that `_telemetry_on` says yes (then nothing is answered early, which is correct).
+    monkeypatch.setattr(app_module, "_telemetry_on", lambda app: False)
     app = build_app(sql_store, sweep_interval=None, max_body_bytes=4096)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as http:
         assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
