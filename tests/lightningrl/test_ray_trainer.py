@@ -35,16 +35,24 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
+    """connect_ray's own local Ray, started while another Ray instance runs on this machine (as on a
+    shared box, or after a crashed run): without RAY_ADDRESS it must not attach to that one."""
     import ray
+    from ray.cluster_utils import Cluster
 
     from lightningrl.trainer.ray_cluster import ADDRESS_ENV, connect_ray
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv(ADDRESS_ENV, raising=False)
-        assert connect_ray(2)  # started here: 2 logical GPUs on this GPU-less machine
-    assert ray.cluster_resources()["GPU"] == 2
-    yield
-    ray.shutdown()
+    other = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv(ADDRESS_ENV, raising=False)
+            assert connect_ray(2)  # started here: 2 logical GPUs on this GPU-less machine
+        assert ray.get_runtime_context().gcs_address != other.address
+        assert ray.cluster_resources()["GPU"] == 2
+        yield
+    finally:
+        ray.shutdown()
+        other.shutdown()
 
 
 def run_steps(trainer: Trainer, steps: int, out: Path) -> tuple[torch.Tensor, list[dict[str, float]]]:

@@ -60,6 +60,9 @@ def connect_ray(num_workers: int) -> bool:
 
     gpus = torch.cuda.device_count()
     ray.init(
+        # "local": a new instance even when another Ray runs on this machine (without it, ray.init
+        # attaches to the latest one it finds, with that cluster's resources, not these).
+        address="local",
         num_cpus=max(os.cpu_count() or 1, num_workers),
         # Logical GPUs stand in for devices where there are none (CPU ranks over gloo).
         num_gpus=gpus if gpus else num_workers,
