@@ -28,7 +28,7 @@ from tasks import OPS, split_tasks, tool_messages  # noqa: E402
 from lightningrl.adapter import model_config  # noqa: E402
 from lightningrl.advantages import compute_advantages  # noqa: E402
 from lightningrl.config import LightningRLConfig  # noqa: E402
-from lightningrl.credit import TrainingSequence, assign_credit, collate  # noqa: E402
+from lightningrl.credit import RolloutEvidence, TrainingSequence, assign_credit_to_rollouts, collate  # noqa: E402
 from lightningrl.trainer import build_trainer  # noqa: E402
 from lightningstore import open_store  # noqa: E402
 from lightningstore.batch_read import rewards_of_rollouts, spans_of_rollouts  # noqa: E402
@@ -50,18 +50,9 @@ async def step_sequences(run: Path, step: int, config: LightningRLConfig) -> lis
         rewards = await rewards_of_rollouts(store, ids)
     finally:
         await store.close()
-    sequences: list[TrainingSequence] = []
-    for r in rollouts:
-        sequences += assign_credit(
-            spans[r.rollout_id],
-            rewards[r.rollout_id],
-            agent_names=config.agent_names,
-            gamma=config.gamma,
-            reward_name=config.reward_name,
-            group_id=r.group_id,
-            return_to_judged_calls=config.return_to_judged_calls,
-        ).sequences
-    return sequences
+    return assign_credit_to_rollouts(
+        (RolloutEvidence(r.group_id, spans[r.rollout_id], rewards[r.rollout_id]) for r in rollouts), config
+    )[0]
 
 
 def tool_slot(model_dir: Path, seed: int) -> dict[str, tuple[float, float]]:

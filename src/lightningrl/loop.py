@@ -30,7 +30,13 @@ from lightningrl.continuous import (
     skip_counts,
     task_key,
 )
-from lightningrl.credit import CreditReport, TrainingSequence, assign_credit, collate
+from lightningrl.credit import (
+    CreditReport,
+    RolloutEvidence,
+    TrainingSequence,
+    assign_credit_to_rollouts,
+    collate,
+)
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
 from lightningrl.progress import StepProgress, step_info
@@ -287,24 +293,17 @@ class LightningRL(Algorithm):
     ) -> tuple[list[TrainingSequence], CreditReport]:
         """Spans (latest attempt, one batch read unless given) + rewards of succeeded rollouts -> training
         sequences."""
-        sequences: list[TrainingSequence] = []
-        report = CreditReport()
         # A crashed attempt's spans are partial: counted in train/failed, not trained on.
         succeeded = [o for o in outcomes if o.rollout.status == RolloutStatus.SUCCEEDED]
         if spans is None:
             spans = await spans_of_rollouts(self.store, [o.rollout.rollout_id for o in succeeded], "latest")
-        for outcome in succeeded:
-            result = assign_credit(
-                spans[outcome.rollout.rollout_id],
-                outcome.rewards,
-                agent_names=self.config.agent_names,
-                gamma=self.config.gamma,
-                reward_name=self.config.reward_name,
-                group_id=outcome.rollout.group_id,
-                return_to_judged_calls=self.config.return_to_judged_calls,
-            )
-            sequences += result.sequences
-            report = report + result.report
+        sequences, report = assign_credit_to_rollouts(
+            (
+                RolloutEvidence(o.rollout.group_id, spans[o.rollout.rollout_id], list(o.rewards))
+                for o in succeeded
+            ),
+            self.config,
+        )
         self.credit_totals = self.credit_totals + report
         return sequences, report
 

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 import torch
 
-from lightningrl.credit import CreditReport, assign_credit, collate
+from lightningrl.config import LightningRLConfig
+from lightningrl.credit import (
+    CreditReport,
+    RolloutEvidence,
+    assign_credit,
+    assign_credit_to_rollouts,
+    collate,
+)
 from lightningstore import semconv
 from lightningstore.llm_call import llm_call_attributes, span_name
 from lightningstore.llm_record import CallRecord
@@ -345,6 +352,23 @@ def test_reports_add_up() -> None:
     assert isinstance(total, CreditReport)
     assert (total.rollouts, total.sequences, total.rollouts_without_episode_reward) == (2, 3, 1)
     assert total.as_dict()["llm_calls"] == 3
+
+
+def test_many_rollouts_take_the_run_configs_credit_settings_and_their_reports_add_up() -> None:
+    judged = [llm_span("c0", [1], [10], agent="a"), llm_span("c1", [1, 10], [11], agent="b")]
+    rewards = [reward(1.0), reward(0.25, step=1)]
+    config = LightningRLConfig(agent_names=frozenset({"b"}), return_to_judged_calls=False)
+
+    sequences, report = assign_credit_to_rollouts(
+        [RolloutEvidence("g1", judged, rewards), RolloutEvidence(None, [llm_span("d0", [5], [50])], [])],
+        config,
+    )
+
+    alone = assign_credit(judged, rewards, agent_names={"b"}, return_to_judged_calls=False, group_id="g1")
+    assert [s.span_ids for s in sequences] == [["c1"]]  # c0 is agent a's, d0 has no agent name
+    assert sequences[0] == alone.sequences[0] and sequences[0].call_values == {1: 0.25}
+    assert sequences[0].group_id == "g1"
+    assert (report.rollouts, report.calls_filtered_agent, report.rollouts_without_episode_reward) == (2, 2, 1)
 
 
 def test_collate_pads_prompts_left_and_responses_right() -> None:
