@@ -517,7 +517,8 @@ def test_a_batch_that_keeps_admitting_keeps_its_cache_short(model_dirs: tuple[Pa
     forward = served.model.forward
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        widths.append(kwargs["attention_mask"].shape[1])
+        # The attention span: cached columns plus the new ones (steps without padding pass no mask).
+        widths.append(kwargs["past_key_values"].get_seq_length() + kwargs["input_ids"].shape[1])
         return forward(*args, **kwargs)
 
     pending = [job() for _ in range(60)]

@@ -25,13 +25,21 @@ Admit = Callable[[int], list[Job]]
 @dataclass
 class _Batch:
     """The rows being decoded and their model state: the KV cache, the attention mask over it, each
-    row's last position, and the tokens to feed next."""
+    row's last position, the tokens to feed next, and whether any row has padding in the cache."""
 
     rows: list[tuple[Job, Sequence]]
     cache: Any
     mask: torch.Tensor
     positions: torch.Tensor
     next_tokens: torch.Tensor
+    padded: bool = True
+
+    def decode_mask(self, ready_4d: bool) -> torch.Tensor | None:
+        """The attention mask of a one-token step: none without padding (attention needs none then),
+        else a ready 4-D boolean mask where the model takes one, else the 2-D one."""
+        if not self.padded:
+            return None
+        return self.mask.bool()[:, None, None, :] if ready_4d else self.mask
 
 
 class Engine:
@@ -97,6 +105,7 @@ class Engine:
         """Prefill the left-padded prompts, then decode one token per active row per step, letting
         newly queued jobs join between steps."""
         batch = self._prefill(model, rows)
+        ready_4d = _takes_4d_mask(model)
         idle_steps = 0
         while batch is not None:
             if admit is not None and self.model is model and len(batch.rows) < max_rows:
@@ -105,7 +114,9 @@ class Engine:
                     rows.extend(joined)  # a failure from here on fails them too
                     idle_steps = 0
                     newcomers = self._prefill(model, joined)
-                    batch = _trim(_merge(batch, newcomers)) if newcomers is not None else batch
+                    if newcomers is not None:
+                        batch = _trim(_merge(batch, newcomers))
+                        batch.padded = _has_padding(batch.mask)
             idle_steps += 1
             if idle_steps > model.max_model_len:
                 raise RuntimeError(f"decoding did not finish within {model.max_model_len} steps")
@@ -113,7 +124,7 @@ class Engine:
             batch.positions = batch.positions + 1
             output = model.model(
                 input_ids=batch.next_tokens,
-                attention_mask=batch.mask,
+                attention_mask=batch.decode_mask(ready_4d),
                 position_ids=batch.positions,
                 past_key_values=batch.cache,
                 use_cache=True,
@@ -133,16 +144,17 @@ class Engine:
             [[0] * (longest - len(seq.prompt_ids)) + [1] * len(seq.prompt_ids) for _, seq in rows],
             device=device,
         )
+        padded = any(len(seq.prompt_ids) < longest for _, seq in rows)
         positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)
         output = model.model(
             input_ids=input_ids,
-            attention_mask=mask,
+            attention_mask=mask if padded else None,
             position_ids=positions,
             past_key_values=GrowingCache(),
             use_cache=True,
             logits_to_keep=1,
         )
-        batch = _Batch(list(rows), None, mask, positions[:, -1:], input_ids[:, -1:])
+        batch = _Batch(list(rows), None, mask, positions[:, -1:], input_ids[:, -1:], padded)
         return self._step(model, batch, output)
 
     def _step(self, model: LoadedModel, batch: _Batch, output: Any) -> _Batch | None:
@@ -168,7 +180,7 @@ class Engine:
             if delta is not None:
                 job.emit(delta)
         batch.cache = output.past_key_values
-        batch.next_tokens = torch.tensor(step.tokens, device=model.device)[:, None]
+        batch.next_tokens = step.token_tensor[:, None]
         keep = [position for position, (_, seq) in enumerate(rows) if not seq.finished]
         if not keep:
             return None
@@ -183,7 +195,25 @@ class Engine:
                 batch.positions[index],
             )
             batch = _trim(batch)
+            batch.padded = _has_padding(batch.mask)
         return batch
+
+
+def _has_padding(mask: torch.Tensor) -> bool:
+    """Whether any row of a 2-D attention mask has a masked position."""
+    return not bool(mask.all())
+
+
+def _takes_4d_mask(model: LoadedModel) -> bool:
+    """Whether decode steps may pass a ready boolean [rows, 1, 1, columns] mask: SDPA attention with
+    full attention in every layer (a sliding window would need the model to build its own mask)."""
+    config = model.model.config
+    if getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+    return all(kind == "full_attention" for kind in layer_types) and not getattr(
+        config, "use_sliding_window", False
+    )
 
 
 def _left_pad(tensor: torch.Tensor, length: int, dim: int) -> torch.Tensor:
@@ -233,7 +263,8 @@ def _check_prompts(prompts: list[list[int]], max_tokens: int, model: LoadedModel
     for prompt in prompts:
         if not prompt:
             raise ValueError("the prompt is empty")
-        bad = [token for token in prompt if not 0 <= token < model.vocab_size]
+        vocab_size = model.vocab_size
+        bad = [token for token in prompt if not 0 <= token < vocab_size]
         if bad:
             raise ValueError(f"prompt token ids must be in [0, {model.vocab_size}), got {bad[:5]}")
         if len(prompt) + max_tokens > model.max_model_len:
