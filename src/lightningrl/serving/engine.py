@@ -11,6 +11,7 @@ import torch
 
 from lightningrl.serving.job import Failed, Job, Started
 from lightningrl.serving.kv_cache import GrowingCache
+from lightningrl.serving.lean import lean_decoder
 from lightningrl.serving.model import LoadedModel
 from lightningrl.serving.sampling import row_generator, sample_step
 from lightningrl.serving.sequence import Sequence
@@ -105,7 +106,8 @@ class Engine:
         """Prefill the left-padded prompts, then decode one token per active row per step, letting
         newly queued jobs join between steps."""
         batch = self._prefill(model, rows)
-        ready_4d = _takes_4d_mask(model)
+        lean = lean_decoder(model.model)
+        ready_4d = lean is not None or _takes_4d_mask(model)
         idle_steps = 0
         while batch is not None:
             if admit is not None and self.model is model and len(batch.rows) < max_rows:
@@ -122,15 +124,20 @@ class Engine:
                 raise RuntimeError(f"decoding did not finish within {model.max_model_len} steps")
             batch.mask = torch.cat([batch.mask, torch.ones_like(batch.mask[:, :1])], dim=-1)
             batch.positions = batch.positions + 1
-            output = model.model(
-                input_ids=batch.next_tokens,
-                attention_mask=batch.decode_mask(ready_4d),
-                position_ids=batch.positions,
-                past_key_values=batch.cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-            batch = self._step(model, batch, output)
+            mask = batch.decode_mask(ready_4d)
+            if lean is not None:
+                logits = lean(batch.next_tokens, batch.positions, mask, batch.cache)
+            else:
+                output = model.model(
+                    input_ids=batch.next_tokens,
+                    attention_mask=mask,
+                    position_ids=batch.positions,
+                    past_key_values=batch.cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                logits = output.logits[:, -1, :]
+            batch = self._step(model, batch, logits)
 
     def _prefill(self, model: LoadedModel, rows: list[tuple[Job, Sequence]]) -> _Batch | None:
         """Run the rows' left-padded prompts and sample their first tokens; None if all are done."""
@@ -154,15 +161,16 @@ class Engine:
             use_cache=True,
             logits_to_keep=1,
         )
-        batch = _Batch(list(rows), None, mask, positions[:, -1:], input_ids[:, -1:], padded)
-        return self._step(model, batch, output)
+        batch = _Batch(list(rows), output.past_key_values, mask, positions[:, -1:], input_ids[:, -1:], padded)
+        return self._step(model, batch, output.logits[:, -1, :])
 
-    def _step(self, model: LoadedModel, batch: _Batch, output: Any) -> _Batch | None:
-        """Sample each row's next token from `output`, hand out what is ready, drop finished rows."""
+    def _step(self, model: LoadedModel, batch: _Batch, logits: torch.Tensor) -> _Batch | None:
+        """Sample each row's next token from `logits` [rows, vocab], hand out what is ready, drop
+        finished rows."""
         rows = batch.rows
         top_k = max((seq.params.logprobs or 0) for _, seq in rows)
         step = sample_step(
-            output.logits[:, -1, :],
+            logits,
             [seq.params for _, seq in rows],
             [seq.generator for _, seq in rows],
             top_k,
@@ -179,7 +187,6 @@ class Engine:
             delta = seq.take_delta(model.decode, final_only=not job.stream)
             if delta is not None:
                 job.emit(delta)
-        batch.cache = output.past_key_values
         batch.next_tokens = step.token_tensor[:, None]
         keep = [position for position, (_, seq) in enumerate(rows) if not seq.finished]
         if not keep:
