@@ -21,7 +21,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("padded", [False, True])
 def test_a_lean_step_is_bit_identical_to_the_model_forward(model_dir: Path, padded: bool) -> None:
-    """Prefill a batch, then one decode step each way: equal logits and equal cached keys and values."""
+    """Prefill a batch, then one decode step each way: equal logits and equal cached keys and values
+    (an unpadded prefill is compared too)."""
     model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").eval()
     lean = lean_decoder(model)
     assert lean is not None
@@ -33,14 +34,20 @@ def test_a_lean_step_is_bit_identical_to_the_model_forward(model_dir: Path, padd
     positions = (mask[:, :-1].cumsum(-1) - 1).clamp(min=0)
     with torch.inference_mode():
         caches = GrowingCache(), GrowingCache()
-        for cache in caches:
+        prefilled = [
             model(
                 input_ids=prompt,
                 attention_mask=mask[:, :-1] if padded else None,
                 position_ids=positions,
                 past_key_values=cache,
                 use_cache=True,
-            )
+                logits_to_keep=1,  # as the engine asks
+            ).logits[:, -1]
+            for cache in caches
+        ]
+        if not padded:  # the engine prefills unpadded prompts the lean way too
+            caches = caches[0], GrowingCache()
+            assert torch.equal(lean(prompt, positions, None, caches[1]), prefilled[0])
         token, position = torch.tensor([[5], [6], [7], [8]]), positions[:, -1:] + 1
         expected = model(
             input_ids=token,
@@ -48,6 +55,7 @@ def test_a_lean_step_is_bit_identical_to_the_model_forward(model_dir: Path, padd
             position_ids=position,
             past_key_values=caches[0],
             use_cache=True,
+            logits_to_keep=1,
         ).logits[:, -1]
         got = lean(token, position, mask.bool()[:, None, None, :] if padded else None, caches[1])
     assert torch.equal(got, expected)

@@ -11,7 +11,7 @@ import torch
 
 from lightningrl.serving.job import Failed, Job, Started
 from lightningrl.serving.kv_cache import GrowingCache
-from lightningrl.serving.lean import lean_decoder
+from lightningrl.serving.lean import LeanDecoder, lean_decoder
 from lightningrl.serving.model import LoadedModel
 from lightningrl.serving.sampling import row_generator, sample_step
 from lightningrl.serving.sequence import Sequence
@@ -53,6 +53,13 @@ class Engine:
     def __init__(self, model: LoadedModel) -> None:
         """Serve `model` until it is replaced."""
         self.model = model
+        self._lean: tuple[LoadedModel, LeanDecoder | None] | None = None
+
+    def _lean_for(self, model: LoadedModel) -> LeanDecoder | None:
+        """The lean decoder of `model` (built once per model), or None if it decodes through transformers."""
+        if self._lean is None or self._lean[0] is not model:
+            self._lean = (model, lean_decoder(model.model))
+        return self._lean[1]
 
     def run(self, jobs: list[Job], admit: Admit | None = None, max_rows: int | None = None) -> None:
         """Generate every choice of `jobs` and of what `admit` adds while at most `max_rows` sequences
@@ -106,7 +113,7 @@ class Engine:
         """Prefill the left-padded prompts, then decode one token per active row per step, letting
         newly queued jobs join between steps."""
         batch = self._prefill(model, rows)
-        lean = lean_decoder(model.model)
+        lean = self._lean_for(model)
         ready_4d = lean is not None or _takes_4d_mask(model)
         idle_steps = 0
         while batch is not None:
@@ -153,16 +160,22 @@ class Engine:
         )
         padded = any(len(seq.prompt_ids) < longest for _, seq in rows)
         positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)
-        output = model.model(
-            input_ids=input_ids,
-            attention_mask=mask if padded else None,
-            position_ids=positions,
-            past_key_values=GrowingCache(),
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        batch = _Batch(list(rows), output.past_key_values, mask, positions[:, -1:], input_ids[:, -1:], padded)
-        return self._step(model, batch, output.logits[:, -1, :])
+        cache = GrowingCache()
+        lean = self._lean_for(model)
+        if lean is not None and not padded:  # causal attention alone, as transformers does then
+            logits = lean(input_ids, positions, None, cache)
+        else:
+            output = model.model(
+                input_ids=input_ids,
+                attention_mask=mask if padded else None,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            logits = output.logits[:, -1, :]
+        batch = _Batch(list(rows), cache, mask, positions[:, -1:], input_ids[:, -1:], padded)
+        return self._step(model, batch, logits)
 
     def _step(self, model: LoadedModel, batch: _Batch, logits: torch.Tensor) -> _Batch | None:
         """Sample each row's next token from `logits` [rows, vocab], hand out what is ready, drop

@@ -1,4 +1,4 @@
-"""LeanDecoder: one decode step of a Llama-style model without transformers' per-call machinery.
+"""LeanDecoder: a forward step of a Llama-style model without transformers' per-call machinery.
 
 On the tiny models we serve on CPU a decode step is mostly Python: transformers' forward wraps each
 call in output capturing, config defaults, mask preparation, a fresh ModuleList slice and model
@@ -69,7 +69,8 @@ class LeanDecoder:
         self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache: Any
     ) -> torch.Tensor:
         """Logits [rows, vocab] after `input_ids` [rows, new] at `positions`, appending to `cache`;
-        `mask` is None (no padding) or a boolean [rows, 1, new, columns] mask."""
+        `mask` is None (no padding: causal attention among the new tokens) or a boolean
+        [rows, 1, new, columns] mask."""
         hidden = F.embedding(input_ids, self.embed)
         cos, sin = self._rotary(hidden, positions)
         shape = (*input_ids.shape, -1, self.head_dim)
