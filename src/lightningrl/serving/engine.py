@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from lightningrl.serving.job import Failed, Job, Started
-from lightningrl.serving.kv_cache import GrowingCache
+from lightningrl.serving.kv_cache import GrowingCache, stack_layers
 from lightningrl.serving.lean import LeanDecoder, lean_decoder
 from lightningrl.serving.model import LoadedModel
 from lightningrl.serving.sampling import row_generator, sample_step
@@ -188,18 +188,22 @@ class Engine:
             [seq.generator for _, seq in rows],
             top_k,
         )
+        decode, tokens, logprobs = model.decode, step.tokens, step.logprobs
         for position, (job, seq) in enumerate(rows):
             if job.cancelled:
                 seq.abort()
                 continue
-            wanted = seq.params.logprobs or 0
-            top = list(
-                zip(step.top_ids[position][:wanted], step.top_logprobs[position][:wanted], strict=True)
+            wanted = seq.params.logprobs
+            top = (
+                list(zip(step.top_ids[position][:wanted], step.top_logprobs[position][:wanted], strict=True))
+                if wanted
+                else []
             )
-            seq.append(step.tokens[position], step.logprobs[position], top, model.decode)
-            delta = seq.take_delta(model.decode, final_only=not job.stream)
-            if delta is not None:
-                job.emit(delta)
+            seq.append(tokens[position], logprobs[position], top, decode)
+            if job.stream or seq.finished:  # a non-streamed choice is handed out once, at its end
+                delta = seq.take_delta(decode, final_only=not job.stream)
+                if delta is not None:
+                    job.emit(delta)
         batch.next_tokens = step.token_tensor[:, None]
         keep = [position for position, (_, seq) in enumerate(rows) if not seq.finished]
         if not keep:
@@ -251,8 +255,7 @@ def _merge(running: _Batch, newcomers: _Batch) -> _Batch:
     attended to), rows, positions and next tokens stacked."""
     length = max(running.mask.shape[1], newcomers.mask.shape[1])
     for mine, theirs in zip(running.cache.layers, newcomers.cache.layers, strict=True):
-        mine.keys = torch.cat([_left_pad(mine.keys, length, -2), _left_pad(theirs.keys, length, -2)])
-        mine.values = torch.cat([_left_pad(mine.values, length, -2), _left_pad(theirs.values, length, -2)])
+        stack_layers(mine, theirs, length)
     running.mask = torch.cat([_left_pad(running.mask, length, 1), _left_pad(newcomers.mask, length, 1)])
     running.rows = running.rows + newcomers.rows
     running.positions = torch.cat([running.positions, newcomers.positions])

@@ -86,6 +86,23 @@ class GrowingLayer(DynamicLayer):
         self.values = self._value_buffer[..., start:end, :]
 
 
+def stack_layers(top: DynamicLayer, bottom: DynamicLayer, length: int) -> None:
+    """Put `bottom`'s rows below `top`'s in `top`, both right-aligned at `length` columns with zeros
+    to their left (columns the attention mask hides), in a buffer with room to grow."""
+    buffers = []
+    for upper, lower in ((top.keys, bottom.keys), (top.values, bottom.values)):
+        rows = upper.shape[0]
+        buffer = upper.new_zeros(
+            (rows + lower.shape[0], upper.shape[1], max(MIN_CAPACITY, 2 * length), upper.shape[-1])
+        )
+        buffer[:rows, :, length - upper.shape[-2] : length] = upper
+        buffer[rows:, :, length - lower.shape[-2] : length] = lower
+        buffers.append(buffer)
+    top.keys, top.values = buffers[0][..., :length, :], buffers[1][..., :length, :]
+    if isinstance(top, GrowingLayer):
+        top._key_buffer, top._value_buffer = buffers
+
+
 class GrowingCache(DynamicCache):
     """A DynamicCache of GrowingLayers (created lazily, one per attention layer)."""
 
