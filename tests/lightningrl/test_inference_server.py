@@ -504,6 +504,7 @@ def test_a_batch_that_keeps_admitting_keeps_its_cache_short(model_dirs: tuple[Pa
     of finished rows is trimmed), and every job still decodes exactly as it does alone."""
     from lightningrl.serving.engine import Engine
     from lightningrl.serving.job import Job
+    from lightningrl.serving.kv_cache import GrowingLayer
 
     served = load_model(model_dirs[0], device="cpu", version=0)
     loop = asyncio.new_event_loop()
@@ -514,11 +515,12 @@ def test_a_batch_that_keeps_admitting_keeps_its_cache_short(model_dirs: tuple[Pa
         return Job([prompt], 1, params, False, lambda m: [prompt], 0, loop)
 
     widths: list[int] = []
-    forward = served.model.forward
+    update = GrowingLayer.update
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        widths.append(kwargs["attention_mask"].shape[1])
-        return forward(*args, **kwargs)
+    def spy(layer: GrowingLayer, *args: Any, **kwargs: Any) -> Any:
+        keys, values = update(layer, *args, **kwargs)
+        widths.append(keys.shape[-2])  # the attention span of this step
+        return keys, values
 
     pending = [job() for _ in range(60)]
     done = list(pending)
@@ -529,11 +531,11 @@ def test_a_batch_that_keeps_admitting_keeps_its_cache_short(model_dirs: tuple[Pa
     engine = Engine(served)
     alone = job()
     engine.run([alone])
-    served.model.forward = spy  # type: ignore[method-assign]
+    GrowingLayer.update = spy  # type: ignore[method-assign]
     try:
         engine.run([pending.pop()], admit, max_rows=8)
     finally:
-        del served.model.forward
+        GrowingLayer.update = update  # type: ignore[method-assign]
         loop.run_until_complete(asyncio.sleep(0))
 
     def tokens(j: Job) -> list[int]:

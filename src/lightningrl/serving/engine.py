@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from lightningrl.serving.job import Failed, Job, Started
-from lightningrl.serving.kv_cache import GrowingCache
+from lightningrl.serving.kv_cache import GrowingCache, stack_layers
+from lightningrl.serving.lean import LeanDecoder, lean_decoder
 from lightningrl.serving.model import LoadedModel
 from lightningrl.serving.sampling import row_generator, sample_step
 from lightningrl.serving.sequence import Sequence
@@ -25,13 +26,21 @@ Admit = Callable[[int], list[Job]]
 @dataclass
 class _Batch:
     """The rows being decoded and their model state: the KV cache, the attention mask over it, each
-    row's last position, and the tokens to feed next."""
+    row's last position, the tokens to feed next, and whether any row has padding in the cache."""
 
     rows: list[tuple[Job, Sequence]]
     cache: Any
     mask: torch.Tensor
     positions: torch.Tensor
     next_tokens: torch.Tensor
+    padded: bool = True
+
+    def decode_mask(self, ready_4d: bool) -> torch.Tensor | None:
+        """The attention mask of a one-token step: none without padding (attention needs none then),
+        else a ready 4-D boolean mask where the model takes one, else the 2-D one."""
+        if not self.padded:
+            return None
+        return self.mask.bool()[:, None, None, :] if ready_4d else self.mask
 
 
 class Engine:
@@ -44,6 +53,13 @@ class Engine:
     def __init__(self, model: LoadedModel) -> None:
         """Serve `model` until it is replaced."""
         self.model = model
+        self._lean: tuple[LoadedModel, LeanDecoder | None] | None = None
+
+    def _lean_for(self, model: LoadedModel) -> LeanDecoder | None:
+        """The lean decoder of `model` (built once per model), or None if it decodes through transformers."""
+        if self._lean is None or self._lean[0] is not model:
+            self._lean = (model, lean_decoder(model.model))
+        return self._lean[1]
 
     def run(self, jobs: list[Job], admit: Admit | None = None, max_rows: int | None = None) -> None:
         """Generate every choice of `jobs` and of what `admit` adds while at most `max_rows` sequences
@@ -97,6 +113,8 @@ class Engine:
         """Prefill the left-padded prompts, then decode one token per active row per step, letting
         newly queued jobs join between steps."""
         batch = self._prefill(model, rows)
+        lean = self._lean_for(model)
+        ready_4d = lean is not None or _takes_4d_mask(model)
         idle_steps = 0
         while batch is not None:
             if admit is not None and self.model is model and len(batch.rows) < max_rows:
@@ -105,21 +123,28 @@ class Engine:
                     rows.extend(joined)  # a failure from here on fails them too
                     idle_steps = 0
                     newcomers = self._prefill(model, joined)
-                    batch = _trim(_merge(batch, newcomers)) if newcomers is not None else batch
+                    if newcomers is not None:
+                        batch = _trim(_merge(batch, newcomers))
+                        batch.padded = _has_padding(batch.mask)
             idle_steps += 1
             if idle_steps > model.max_model_len:
                 raise RuntimeError(f"decoding did not finish within {model.max_model_len} steps")
             batch.mask = torch.cat([batch.mask, torch.ones_like(batch.mask[:, :1])], dim=-1)
             batch.positions = batch.positions + 1
-            output = model.model(
-                input_ids=batch.next_tokens,
-                attention_mask=batch.mask,
-                position_ids=batch.positions,
-                past_key_values=batch.cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-            batch = self._step(model, batch, output)
+            mask = batch.decode_mask(ready_4d)
+            if lean is not None:
+                logits = lean(batch.next_tokens, batch.positions, mask, batch.cache)
+            else:
+                output = model.model(
+                    input_ids=batch.next_tokens,
+                    attention_mask=mask,
+                    position_ids=batch.positions,
+                    past_key_values=batch.cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                logits = output.logits[:, -1, :]
+            batch = self._step(model, batch, logits)
 
     def _prefill(self, model: LoadedModel, rows: list[tuple[Job, Sequence]]) -> _Batch | None:
         """Run the rows' left-padded prompts and sample their first tokens; None if all are done."""
@@ -133,42 +158,53 @@ class Engine:
             [[0] * (longest - len(seq.prompt_ids)) + [1] * len(seq.prompt_ids) for _, seq in rows],
             device=device,
         )
+        padded = any(len(seq.prompt_ids) < longest for _, seq in rows)
         positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)
-        output = model.model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=GrowingCache(),
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        batch = _Batch(list(rows), None, mask, positions[:, -1:], input_ids[:, -1:])
-        return self._step(model, batch, output)
+        cache = GrowingCache()
+        lean = self._lean_for(model)
+        if lean is not None and not padded:  # causal attention alone, as transformers does then
+            logits = lean(input_ids, positions, None, cache)
+        else:
+            output = model.model(
+                input_ids=input_ids,
+                attention_mask=mask if padded else None,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            logits = output.logits[:, -1, :]
+        batch = _Batch(list(rows), cache, mask, positions[:, -1:], input_ids[:, -1:], padded)
+        return self._step(model, batch, logits)
 
-    def _step(self, model: LoadedModel, batch: _Batch, output: Any) -> _Batch | None:
-        """Sample each row's next token from `output`, hand out what is ready, drop finished rows."""
+    def _step(self, model: LoadedModel, batch: _Batch, logits: torch.Tensor) -> _Batch | None:
+        """Sample each row's next token from `logits` [rows, vocab], hand out what is ready, drop
+        finished rows."""
         rows = batch.rows
         top_k = max((seq.params.logprobs or 0) for _, seq in rows)
         step = sample_step(
-            output.logits[:, -1, :],
+            logits,
             [seq.params for _, seq in rows],
             [seq.generator for _, seq in rows],
             top_k,
         )
+        decode, tokens, logprobs = model.decode, step.tokens, step.logprobs
         for position, (job, seq) in enumerate(rows):
             if job.cancelled:
                 seq.abort()
                 continue
-            wanted = seq.params.logprobs or 0
-            top = list(
-                zip(step.top_ids[position][:wanted], step.top_logprobs[position][:wanted], strict=True)
+            wanted = seq.params.logprobs
+            top = (
+                list(zip(step.top_ids[position][:wanted], step.top_logprobs[position][:wanted], strict=True))
+                if wanted
+                else []
             )
-            seq.append(step.tokens[position], step.logprobs[position], top, model.decode)
-            delta = seq.take_delta(model.decode, final_only=not job.stream)
-            if delta is not None:
-                job.emit(delta)
-        batch.cache = output.past_key_values
-        batch.next_tokens = torch.tensor(step.tokens, device=model.device)[:, None]
+            seq.append(tokens[position], logprobs[position], top, decode)
+            if job.stream or seq.finished:  # a non-streamed choice is handed out once, at its end
+                delta = seq.take_delta(decode, final_only=not job.stream)
+                if delta is not None:
+                    job.emit(delta)
+        batch.next_tokens = step.token_tensor[:, None]
         keep = [position for position, (_, seq) in enumerate(rows) if not seq.finished]
         if not keep:
             return None
@@ -183,7 +219,25 @@ class Engine:
                 batch.positions[index],
             )
             batch = _trim(batch)
+            batch.padded = _has_padding(batch.mask)
         return batch
+
+
+def _has_padding(mask: torch.Tensor) -> bool:
+    """Whether any row of a 2-D attention mask has a masked position."""
+    return not bool(mask.all())
+
+
+def _takes_4d_mask(model: LoadedModel) -> bool:
+    """Whether decode steps may pass a ready boolean [rows, 1, 1, columns] mask: SDPA attention with
+    full attention in every layer (a sliding window would need the model to build its own mask)."""
+    config = model.model.config
+    if getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+    return all(kind == "full_attention" for kind in layer_types) and not getattr(
+        config, "use_sliding_window", False
+    )
 
 
 def _left_pad(tensor: torch.Tensor, length: int, dim: int) -> torch.Tensor:
@@ -201,8 +255,7 @@ def _merge(running: _Batch, newcomers: _Batch) -> _Batch:
     attended to), rows, positions and next tokens stacked."""
     length = max(running.mask.shape[1], newcomers.mask.shape[1])
     for mine, theirs in zip(running.cache.layers, newcomers.cache.layers, strict=True):
-        mine.keys = torch.cat([_left_pad(mine.keys, length, -2), _left_pad(theirs.keys, length, -2)])
-        mine.values = torch.cat([_left_pad(mine.values, length, -2), _left_pad(theirs.values, length, -2)])
+        stack_layers(mine, theirs, length)
     running.mask = torch.cat([_left_pad(running.mask, length, 1), _left_pad(newcomers.mask, length, 1)])
     running.rows = running.rows + newcomers.rows
     running.positions = torch.cat([running.positions, newcomers.positions])
@@ -233,7 +286,8 @@ def _check_prompts(prompts: list[list[int]], max_tokens: int, model: LoadedModel
     for prompt in prompts:
         if not prompt:
             raise ValueError("the prompt is empty")
-        bad = [token for token in prompt if not 0 <= token < model.vocab_size]
+        vocab_size = model.vocab_size
+        bad = [token for token in prompt if not 0 <= token < vocab_size]
         if bad:
             raise ValueError(f"prompt token ids must be in [0, {model.vocab_size}), got {bad[:5]}")
         if len(prompt) + max_tokens > model.max_model_len:

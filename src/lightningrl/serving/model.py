@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -31,17 +32,19 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     device: str
 
-    @property
+    # The properties below are read per token or per step, so each is computed once.
+
+    @cached_property
     def vocab_size(self) -> int:
         """Rows of the output layer: valid token ids are below this."""
         return int(self.model.get_output_embeddings().weight.shape[0])
 
-    @property
+    @cached_property
     def max_model_len(self) -> int:
         """Longest prompt plus completion the model accepts."""
         return int(getattr(self.model.config, "max_position_embeddings", 2048))
 
-    @property
+    @cached_property
     def eos_ids(self) -> frozenset[int]:
         """Token ids that end a choice: the tokenizer's EOS and the generation config's."""
         ids: set[int] = set()
@@ -54,7 +57,7 @@ class LoadedModel:
             ids.update(int(i) for i in configured)
         return frozenset(ids)
 
-    @property
+    @cached_property
     def pad_id(self) -> int:
         """Token id used for left padding (never attended to)."""
         for candidate in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):

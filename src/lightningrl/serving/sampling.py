@@ -35,8 +35,10 @@ def row_generator(seed: int | None, index: int) -> torch.Generator:
 
 @dataclass(frozen=True)
 class SampledStep:
-    """One decoding step for a batch: chosen tokens, their raw logprobs, and top-k alternatives."""
+    """One decoding step for a batch: chosen tokens (as a list and a [batch] tensor), their raw
+    logprobs, and top-k alternatives."""
 
+    token_tensor: torch.Tensor
     tokens: list[int]
     logprobs: list[float]
     top_ids: list[list[int]]
@@ -54,13 +56,17 @@ def sample_step(
     batch, vocab = logits.shape
     device = logits.device
     greedy = logits.argmax(dim=-1)
-    temperatures = torch.tensor([p.temperature for p in params], device=device)
-    # One uniform draw per row from the row's own generator: a row's samples do not depend on its batch.
-    # Greedy rows draw too, so that a row's stream of draws never depends on its neighbours' settings.
-    uniforms = torch.cat([torch.rand(1, generator=g) for g in generators]).to(device)
     if all(p.temperature == 0 for p in params):
         tokens = greedy
     else:
+        temperatures = torch.tensor([p.temperature for p in params], device=device)
+        # One uniform draw per sampled row from the row's own generator: a row's samples do not depend
+        # on its batch (a greedy row's generator serves no one else, so it need not draw).
+        draws = [
+            torch.rand(1, generator=g) if p.temperature != 0 else torch.zeros(1)
+            for p, g in zip(params, generators, strict=True)
+        ]
+        uniforms = torch.cat(draws).to(device)
         probs = torch.softmax(logits / temperatures.clamp(min=1e-5)[:, None], dim=-1)
         if all(p.top_p >= 1.0 for p in params):
             # No nucleus to cut: invert the CDF in vocabulary order (no sort, the costliest step).
@@ -84,4 +90,4 @@ def sample_step(
         top_ids, top_logprobs = top_indices.tolist(), top_values.tolist()
     else:
         top_ids, top_logprobs = [[] for _ in range(batch)], [[] for _ in range(batch)]
-    return SampledStep(tokens.tolist(), chosen.tolist(), top_ids, top_logprobs)
+    return SampledStep(tokens, tokens.tolist(), chosen.tolist(), top_ids, top_logprobs)

@@ -1,0 +1,69 @@
+"""LeanDecoder: the engine's own decode step gives the same logits and cache as transformers' forward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from lightningrl.serving.kv_cache import GrowingCache
+from lightningrl.serving.lean import lean_decoder
+from lightningrl.tinylm import build_tiny_model
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Qwen2 model with grouped-query attention (two query heads per key/value head)."""
+    return build_tiny_model(tmp_path_factory.mktemp("lean") / "m", seed=3, num_kv_heads=2)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_a_lean_step_is_bit_identical_to_the_model_forward(model_dir: Path, padded: bool) -> None:
+    """Prefill a batch, then one decode step each way: equal logits and equal cached keys and values
+    (an unpadded prefill is compared too)."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").eval()
+    lean = lean_decoder(model)
+    assert lean is not None
+    generator = torch.Generator().manual_seed(0)
+    prompt = torch.randint(4, 200, (4, 7), generator=generator)
+    mask = torch.ones(4, 8, dtype=torch.long)
+    if padded:
+        mask[1, :3] = 0  # row 1's first three columns are padding
+    positions = (mask[:, :-1].cumsum(-1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        caches = GrowingCache(), GrowingCache()
+        prefilled = [
+            model(
+                input_ids=prompt,
+                attention_mask=mask[:, :-1] if padded else None,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,  # as the engine asks
+            ).logits[:, -1]
+            for cache in caches
+        ]
+        if not padded:  # the engine prefills unpadded prompts the lean way too
+            caches = caches[0], GrowingCache()
+            assert torch.equal(lean(prompt, positions, None, caches[1]), prefilled[0])
+        token, position = torch.tensor([[5], [6], [7], [8]]), positions[:, -1:] + 1
+        expected = model(
+            input_ids=token,
+            attention_mask=mask if padded else None,
+            position_ids=position,
+            past_key_values=caches[0],
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits[:, -1]
+        got = lean(token, position, mask.bool()[:, None, None, :] if padded else None, caches[1])
+    assert torch.equal(got, expected)
+    for ours, theirs in zip(caches[1].layers, caches[0].layers, strict=True):
+        assert torch.equal(ours.keys, theirs.keys) and torch.equal(ours.values, theirs.values)
+
+
+def test_other_attention_implementations_decode_through_transformers(model_dir: Path) -> None:
+    """Only SDPA attention takes the lean path (eager attention would need an additive mask)."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager")
+    assert lean_decoder(model) is None
