@@ -37,10 +37,8 @@ from examples.calc_autogen.agent import (  # noqa: E402
 from examples.calc_autogen.tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 from examples.calc_autogen.tools import add, mul, sub  # noqa: E402
 from lightningrl import fit  # noqa: E402
-from lightningrl.advantages import AdvantageConfig, PolicyLossConfig  # noqa: E402
-from lightningrl.config import LightningRLConfig  # noqa: E402
+from lightningrl.demo_flags import DemoDefaults, add_demo_flags, demo_rl_config, report_heldout  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.trainer.config import TrainerConfig  # noqa: E402
 from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
 
 
@@ -135,28 +133,7 @@ def main(args: argparse.Namespace) -> None:
     )
     warm = warm_model(args, out, train, console)
 
-    config = LightningRLConfig(
-        steps=args.steps,
-        tasks_per_step=args.tasks_per_step,
-        rollouts_per_task=args.n,
-        val_every=args.val_every,
-        balance_by="op",
-        return_to_judged_calls=False,
-        seed=args.seed,
-        advantage=AdvantageConfig(estimator="grpo", norm_by_std=False, baseline="group_and_call"),
-        trainer=TrainerConfig(
-            lr=args.lr,
-            micro_batch_size=64,
-            mini_batch_size=args.mini_batch,
-            lr_schedule="cosine",
-            min_lr_ratio=0.3,
-            total_training_steps=args.steps,
-            ppo_epochs=args.ppo_epochs,
-            shuffle=True,
-            seed=args.seed,
-            loss=PolicyLossConfig(loss_agg_mode="token-mean"),
-        ),
-    )
+    config = demo_rl_config(args, balance_by="op", return_to_judged_calls=False)
     result = fit(
         calc_autogen_mcp_agent if args.tools == "mcp" else calc_autogen_agent,
         as_rows(train),
@@ -169,60 +146,28 @@ def main(args: argparse.Namespace) -> None:
         output_dir=out,
         console=console,
     )
-    wall = time.perf_counter() - started
-    validations = [r for r in result.metrics if "val/success" in r]
-    before, after = validations[0], validations[-1]
-    for label, row in (("before", before), ("after", after)):
-        slices = {
-            k[len("val/success[") : -1]: round(v, 2) for k, v in row.items() if k.startswith("val/success[")
-        }
-        console.print(f"held-out success {label} RL: {row['val/success']:.2f}  {slices}", markup=False)
-    console.print(f"metrics: {result.metrics_csv}   reward curve: {result.reward_curve}", markup=False)
-    print(
-        f"held-out success: before {before['val/success']:.2f} after {after['val/success']:.2f} "
-        f"(seed {args.seed}, {result.steps} RL steps, {wall:.0f} s wall)"
-    )
+    report_heldout(result, started, args.seed, console)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seed", type=int, default=0)
+    add_demo_flags(
+        p,
+        # the random tool choice leaves a phase-1 loss of ~0.035; copying numbers is learned late
+        DemoDefaults(output="runs/calc_autogen", warmup_until_loss=0.06),
+    )
     p.add_argument("--tools", choices=["python", "mcp"], default="python", help="Python functions or MCP")
-    p.add_argument("--output", default="runs/calc_autogen")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--tasks-per-step", type=int, default=8)
-    p.add_argument("--n", type=int, default=8, help="rollouts per task (GRPO group size)")
-    p.add_argument("--val-every", type=int, default=10)
     p.add_argument(
         "--val-tasks",
         type=int,
         default=0,
         help="validate on this many held-out tasks, sampled by seed (0: all 180)",
     )
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--workers", type=int, default=32)
     p.add_argument("--runner-processes", type=int, default=None)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--warmup-steps", type=int, default=300)
-    p.add_argument("--warmup-lr", type=float, default=3e-3)
-    p.add_argument(
-        "--warmup-until-loss",
-        type=float,
-        default=0.06,
-        help="after --warmup-steps, go on until the mean loss of 30 steps is this low (the random tool "
-        "leaves ~0.035): copying the numbers is learned late, at a different step for each seed",
-    )
     p.add_argument(
         "--warmup-phase1-from", default=None, help="reuse phase 1 of the warm-up (a model directory)"
     )
     p.add_argument("--warmup-tools-steps", type=int, default=60, help="phase 2: steps on the exact prompts")
-    p.add_argument("--warmup-max-steps", type=int, default=900)
-    p.add_argument(
-        "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
-    )
-    p.add_argument("--mini-batch", type=int, default=24, help="sequences per optimiser step")
-    p.add_argument("--ppo-epochs", type=int, default=4)
     return p.parse_args(argv)
 
 

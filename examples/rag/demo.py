@@ -29,10 +29,14 @@ from rich.console import Console  # noqa: E402
 from tasks import RagTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 
 from lightningrl import fit  # noqa: E402
-from lightningrl.advantages import AdvantageConfig, PolicyLossConfig  # noqa: E402
-from lightningrl.config import LightningRLConfig  # noqa: E402
+from lightningrl.demo_flags import (  # noqa: E402
+    DemoDefaults,
+    add_demo_flags,
+    demo_rl_config,
+    heldout_slices,
+    report_heldout,
+)
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.trainer.config import TrainerConfig  # noqa: E402
 from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
 from lightningstore import SqlStore  # noqa: E402
 
@@ -96,28 +100,8 @@ def main(args: argparse.Namespace) -> None:
             f"({len(losses)} steps, loss {losses[-1]:.3f})"
         )
 
-    config = LightningRLConfig(
-        steps=args.steps,
-        tasks_per_step=args.tasks_per_step,
-        rollouts_per_task=args.n,
-        val_every=args.val_every,
-        val_rollouts_per_task=args.val_repeats,
-        balance_by="kind",
-        return_to_judged_calls=False,
-        seed=args.seed,
-        advantage=AdvantageConfig(estimator="grpo", norm_by_std=args.std_norm, baseline="group_and_call"),
-        trainer=TrainerConfig(
-            lr=args.lr,
-            micro_batch_size=64,
-            mini_batch_size=args.mini_batch,
-            lr_schedule="cosine",
-            min_lr_ratio=0.3,
-            total_training_steps=args.steps,
-            ppo_epochs=args.ppo_epochs,
-            shuffle=True,
-            seed=args.seed,
-            loss=PolicyLossConfig(loss_agg_mode="token-mean"),
-        ),
+    config = demo_rl_config(
+        args, val_rollouts_per_task=args.val_repeats, balance_by="kind", return_to_judged_calls=False
     )
     result = fit(
         rag_agent,
@@ -130,55 +114,38 @@ def main(args: argparse.Namespace) -> None:
         output_dir=out,
         console=console,
     )
-    wall = time.perf_counter() - started
-    validations = [r for r in result.metrics if "val/success" in r]
-    before, after = validations[0], validations[-1]
-    for label, row in (("before", before), ("after", after)):
-        slices = {
-            k[len("val/success[") : -1]: round(v, 2) for k, v in row.items() if k.startswith("val/success[")
-        }
+
+    def describe(label: str, row: dict) -> str:
         score = asyncio.run(held_out_f1(out / "store.db", int(row["step"])))
         f1_text = f"{score:.2f}" if score is not None else "n/a"
-        console.print(
-            f"held-out exact match {label} RL: {row['val/success']:.2f}  F1 {f1_text}  {slices}", markup=False
+        return (
+            f"held-out exact match {label} RL: {row['val/success']:.2f}  F1 {f1_text}  {heldout_slices(row)}"
         )
-    console.print(f"metrics: {result.metrics_csv}   reward curve: {result.reward_curve}", markup=False)
-    print(
-        f"held-out success: before {before['val/success']:.2f} after {after['val/success']:.2f} "
-        f"(seed {args.seed}, {result.steps} RL steps, {wall:.0f} s wall)"
-    )
+
+    report_heldout(result, started, args.seed, console, describe=describe)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--output", default="runs/rag")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--tasks-per-step", type=int, default=6)
-    p.add_argument("--n", type=int, default=8, help="rollouts per task (GRPO group size)")
-    p.add_argument("--val-every", type=int, default=10)
+    add_demo_flags(
+        p,
+        DemoDefaults(
+            output="runs/rag",
+            steps=20,
+            tasks_per_step=6,
+            val_every=10,
+            lr=3e-4,
+            workers=16,
+            # the random collection choice leaves ~0.03; copying names is learned late
+            warmup_until_loss=0.05,
+            warmup_max_steps=600,
+            mini_batch=32,
+            ppo_epochs=2,
+            negative_weight=1.0,
+        ),
+    )
     p.add_argument("--val-repeats", type=int, default=4, help="rollouts per held-out question")
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--workers", type=int, default=16)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--layers", type=int, default=2)
     p.add_argument("--demos", type=int, default=3000, help="warm-up questions (one demonstration per call)")
-    p.add_argument("--warmup-steps", type=int, default=300)
-    p.add_argument("--warmup-lr", type=float, default=3e-3)
-    p.add_argument(
-        "--warmup-until-loss",
-        type=float,
-        default=0.05,
-        help="after --warmup-steps, go on until the mean loss of 30 steps is this low (the random "
-        "collection choice leaves ~0.03): copying names is learned late",
-    )
-    p.add_argument("--warmup-max-steps", type=int, default=600)
-    p.add_argument(
-        "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
-    )
-    p.add_argument("--mini-batch", type=int, default=32, help="sequences per optimiser step")
-    p.add_argument("--ppo-epochs", type=int, default=2)
-    p.add_argument("--std-norm", action="store_true", help="GRPO's std normalisation (default: Dr.GRPO)")
     return p.parse_args(argv)
 
 

@@ -32,10 +32,13 @@ from rich.console import Console  # noqa: E402
 from examples.sql.agent import sql_agent, tool_schemas  # noqa: E402
 from examples.sql.tasks import SqlTask, checker_cases, demonstrations, split_tasks, vocabulary  # noqa: E402
 from lightningrl import fit  # noqa: E402
-from lightningrl.advantages import AdvantageConfig, PolicyLossConfig  # noqa: E402
-from lightningrl.config import LightningRLConfig  # noqa: E402
+from lightningrl.demo_flags import (  # noqa: E402
+    DemoDefaults,
+    add_demo_flags,
+    demo_rl_config,
+    report_heldout,
+)
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.trainer.config import TrainerConfig  # noqa: E402
 from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup  # noqa: E402
 
 ROLES = {"writer": frozenset({"writer"}), "both": frozenset({"writer", "checker"})}
@@ -115,28 +118,11 @@ def main(args: argparse.Namespace) -> None:
             f"({len(losses)} steps, loss {losses[-1]:.3f})"
         )
 
-    config = LightningRLConfig(
-        steps=args.steps,
-        tasks_per_step=args.tasks_per_step,
-        rollouts_per_task=args.n,
-        val_every=args.val_every,
+    config = demo_rl_config(
+        args,
         balance_by="agg",
         agent_names=ROLES[args.train_roles],
         return_to_judged_calls=False,  # the checker's call is valued by its own verdict alone
-        seed=args.seed,
-        advantage=AdvantageConfig(estimator="grpo", norm_by_std=False, baseline="group_and_call"),
-        trainer=TrainerConfig(
-            lr=args.lr,
-            micro_batch_size=64,
-            mini_batch_size=args.mini_batch,
-            lr_schedule="cosine",
-            min_lr_ratio=0.3,
-            total_training_steps=args.steps,
-            ppo_epochs=args.ppo_epochs,
-            shuffle=True,
-            seed=args.seed,
-            loss=PolicyLossConfig(loss_agg_mode="token-mean"),
-        ),
     )
     result = fit(
         sql_agent,
@@ -149,15 +135,6 @@ def main(args: argparse.Namespace) -> None:
         output_dir=out,
         console=console,
     )
-    wall = time.perf_counter() - started
-
-    validations = [r for r in result.metrics if "val/success" in r]
-    before, after = validations[0], validations[-1]
-    for label, row in (("before", before), ("after", after)):
-        slices = {
-            k[len("val/success[") : -1]: round(v, 2) for k, v in row.items() if k.startswith("val/success[")
-        }
-        console.print(f"held-out success {label} RL: {row['val/success']:.2f}  {slices}", markup=False)
     steps = [r for r in result.metrics if "credit/llm_calls" in r]
     filtered = sum(int(r.get("credit/calls_filtered_agent", 0)) for r in steps)
     used = sum(int(r.get("credit/calls_used", 0)) for r in steps)
@@ -177,44 +154,31 @@ def main(args: argparse.Namespace) -> None:
         f"mean |change| of log p(approve)-log p(reject): {shift:.2f}",
         markup=False,
     )
-    console.print(f"metrics: {result.metrics_csv}   reward curve: {result.reward_curve}", markup=False)
-    print(
-        f"held-out success: before {before['val/success']:.2f} after {after['val/success']:.2f} "
-        f"(seed {args.seed}, {result.steps} RL steps, {wall:.0f} s wall)"
-    )
+    report_heldout(result, started, args.seed, console)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seed", type=int, default=0)
+    add_demo_flags(
+        p,
+        DemoDefaults(
+            output="runs/sql",
+            steps=20,
+            tasks_per_step=8,
+            val_every=10,
+            lr=1e-4,
+            workers=16,
+            # the random aggregate and verdict leave ~0.075; picking the question's column is learned late
+            warmup_until_loss=0.08,
+            mini_batch=16,
+            ppo_epochs=2,
+            negative_weight=1.0,
+        ),
+    )
     p.add_argument("--train-roles", choices=sorted(ROLES), default="writer")
-    p.add_argument("--output", default="runs/sql")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--tasks-per-step", type=int, default=8)
-    p.add_argument("--n", type=int, default=8, help="rollouts per task (GRPO group size)")
-    p.add_argument("--val-every", type=int, default=10)
     p.add_argument("--val-tasks", type=int, default=64, help="held-out tasks sampled for validation")
     p.add_argument("--checker-cases", type=int, default=64)
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--workers", type=int, default=16)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--warmup-steps", type=int, default=300)
-    p.add_argument("--warmup-lr", type=float, default=3e-3)
     p.add_argument("--warmup-batch", type=int, default=16)
-    p.add_argument(
-        "--warmup-until-loss",
-        type=float,
-        default=0.08,
-        help="after --warmup-steps, go on until the mean loss of 30 steps is this low (the random aggregate "
-        "and verdict leave ~0.075): picking the question's column is learned late",
-    )
-    p.add_argument("--warmup-max-steps", type=int, default=900)
-    p.add_argument(
-        "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
-    )
-    p.add_argument("--mini-batch", type=int, default=16, help="sequences per optimiser step")
-    p.add_argument("--ppo-epochs", type=int, default=2)
     return p.parse_args(argv)
 
 

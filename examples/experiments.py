@@ -1,0 +1,197 @@
+"""The paper's experiments in miniature: run each example demo a few times and print one table.
+
+    .venv/bin/python examples/experiments.py [--runs 3] [--only calc,sql] [--output runs/experiments]
+
+Each demo runs as its own process, one at a time, with its default settings and seeds 0..runs-1; its
+last line (`held-out success: before X after Y (seed S, N RL steps, W s wall)`) is the result. The
+table (markdown, also written to `<output>/table.md`) gives per task: framework, model size, held-out
+before -> after as min / median / max over the runs, steps and wall (median). Per task,
+`<output>/<task>.png` overlays every run's train reward and held-out success per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAST_LINE = re.compile(
+    r"held-out success: before (?P<before>[\d.]+) after (?P<after>[\d.]+) "
+    r"\(seed (?P<seed>\d+), (?P<steps>\d+) RL steps, (?P<wall>\d+) s wall\)"
+)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    task: str
+    framework: str
+    script: str
+    run_dir: str
+    """The demo's output directory for seed S under --output (`{seed}` is filled in)."""
+    args: tuple[str, ...] = ()
+
+
+EXPERIMENTS = (
+    Experiment("calc", "calculator tools", "plain openai client", "examples/calc/demo.py", "seed{seed}"),
+    Experiment(
+        "calc_autogen",
+        "calculator tools (function calling)",
+        "AutoGen AgentChat",
+        "examples/calc_autogen/demo.py",
+        "python-seed{seed}",
+    ),
+    Experiment("sql", "text-to-SQL", "LangGraph", "examples/sql/demo.py", "writer-seed{seed}"),
+    Experiment("rag", "retrieval QA", "OpenAI Agents SDK", "examples/rag/demo.py", "seed{seed}"),
+)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    before: float
+    after: float
+    steps: int
+    wall: float
+    params: int | None
+    metrics_csv: Path | None
+
+
+def parameter_count(model_dir: Path) -> int | None:
+    """Parameters of the safetensors checkpoint in `model_dir` (None when there is none)."""
+    from safetensors import safe_open
+
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with safe_open(str(file), "pt") as fh:
+            for key in fh.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                total += math.prod(fh.get_slice(key).get_shape())
+    return total
+
+
+def run_one(experiment: Experiment, seed: int, output: Path, extra: list[str]) -> RunResult:
+    """Run one demo to its end; raise naming the demo when its last line is missing."""
+    out = output / experiment.name
+    log = output / f"{experiment.name}-seed{seed}.log"
+    command = [sys.executable, experiment.script, "--seed", str(seed), "--output", str(out), *experiment.args]
+    started = time.perf_counter()
+    with log.open("w") as fh:
+        code = subprocess.call([*command, *extra], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+    match = None
+    for line in log.read_text().splitlines():
+        match = LAST_LINE.search(line) or match
+    if code != 0 or match is None:
+        raise SystemExit(f"{experiment.script} --seed {seed} failed (exit {code}); see {log}")
+    run_dir = out / experiment.run_dir.format(seed=seed)
+    metrics = run_dir / "metrics.csv"
+    return RunResult(
+        before=float(match["before"]),
+        after=float(match["after"]),
+        steps=int(match["steps"]),
+        wall=time.perf_counter() - started,
+        params=parameter_count(run_dir / "model-warmup"),
+        metrics_csv=metrics if metrics.exists() else None,
+    )
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def table(rows: dict[Experiment, list[RunResult]]) -> str:
+    lines = [
+        "| task | framework | model | runs | held-out before (min / median / max) | after (min / median / max) "
+        "| rise (median) | steps | wall, median |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for experiment, results in rows.items():
+        before = [r.before for r in results]
+        after = [r.after for r in results]
+        params = results[0].params
+        size = f"{params / 1e6:.2f}M" if params else "?"
+        rise = statistics.median(a - b for a, b in zip(after, before, strict=True))
+        lines.append(
+            f"| {experiment.task} | {experiment.framework} | {size} | {len(results)} | {spread(before)} | "
+            f"{spread(after)} | {rise:+.2f} | {results[0].steps} | {statistics.median(r.wall for r in results):.0f} s |"
+        )
+    return "\n".join(lines)
+
+
+def plot(experiment: Experiment, results: list[RunResult], path: Path) -> None:
+    """Every run's train reward (line) and held-out success (dots) per step, on one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    for index, result in enumerate(results):
+        if result.metrics_csv is None:
+            continue
+        with result.metrics_csv.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        color = f"C{index}"
+        train = [(int(r["step"]), float(r["train/reward_mean"])) for r in rows if r.get("train/reward_mean")]
+        val = [(int(r["step"]), float(r["val/success"])) for r in rows if r.get("val/success")]
+        if train:
+            ax.plot(*zip(*train, strict=True), color=color, alpha=0.6, label=f"run {index + 1}: train reward")
+        if val:
+            ax.plot(*zip(*val, strict=True), "o--", color=color, label=f"run {index + 1}: held-out success")
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("reward / success")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=7)
+    ax.set_title(f"{experiment.task} ({experiment.framework})")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs per demo, seeds 0..runs-1")
+    parser.add_argument(
+        "--only", default="", help="comma-separated demos: " + ",".join(e.name for e in EXPERIMENTS)
+    )
+    parser.add_argument("--output", default="runs/experiments")
+    args, extra = parser.parse_known_args(argv)
+    chosen = [e for e in EXPERIMENTS if not args.only or e.name in args.only.split(",")]
+    unknown = set(filter(None, args.only.split(","))) - {e.name for e in EXPERIMENTS}
+    if unknown:
+        parser.error(f"--only: unknown demo(s) {sorted(unknown)}")
+    output = Path(args.output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    rows: dict[Experiment, list[RunResult]] = {}
+    for experiment in chosen:
+        rows[experiment] = []
+        for seed in range(args.runs):
+            result = run_one(experiment, seed, output, extra)
+            rows[experiment].append(result)
+            print(
+                f"{experiment.name} seed {seed}: held-out {result.before:.2f} -> {result.after:.2f}, "
+                f"{result.steps} steps, {result.wall:.0f} s",
+                flush=True,
+            )
+        plot(experiment, rows[experiment], output / f"{experiment.name}.png")
+    text = table(rows)
+    (output / "table.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

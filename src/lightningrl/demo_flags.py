@@ -1,0 +1,169 @@
+"""What the example demos share: their RL and warm-up flags, the LightningRLConfig those flags make, and
+the closing `held-out success: before X after Y` report."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lightningrl.advantages import AdvantageConfig, PolicyLossConfig
+from lightningrl.config import LightningRLConfig
+from lightningrl.result import TrainResult
+from lightningrl.trainer.config import TrainerConfig
+
+
+@dataclass(frozen=True)
+class DemoDefaults:
+    """One demo's default for each shared flag (`add_demo_flags`)."""
+
+    output: str
+    steps: int = 40
+    tasks_per_step: int = 12
+    n: int = 8
+    val_every: int = 20
+    lr: float = 1.5e-4
+    workers: int = 32
+    hidden: int = 128
+    layers: int = 2
+    warmup_steps: int = 300
+    warmup_lr: float = 3e-3
+    warmup_until_loss: float | None = None
+    warmup_max_steps: int = 900
+    mini_batch: int = 24
+    ppo_epochs: int = 4
+    negative_weight: float = 0.5
+
+
+def add_demo_flags(parser: argparse.ArgumentParser, defaults: DemoDefaults) -> None:
+    """The flags every demo takes: run size, RL settings, tiny model and warm-up."""
+    d = defaults
+    p = parser
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", default=d.output)
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--tasks-per-step", type=int, default=d.tasks_per_step)
+    p.add_argument("--n", type=int, default=d.n, help="rollouts per task (GRPO group size)")
+    p.add_argument("--val-every", type=int, default=d.val_every)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--workers", type=int, default=d.workers, help="rollouts in flight")
+    p.add_argument("--hidden", type=int, default=d.hidden)
+    p.add_argument("--layers", type=int, default=d.layers)
+    p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
+    p.add_argument("--warmup-lr", type=float, default=d.warmup_lr)
+    p.add_argument(
+        "--warmup-until-loss",
+        type=float,
+        default=d.warmup_until_loss,
+        help="after --warmup-steps, go on until the mean loss of 30 steps is this low (a skill such as "
+        "copying numbers emerges late for some seeds)",
+    )
+    p.add_argument("--warmup-max-steps", type=int, default=d.warmup_max_steps)
+    p.add_argument(
+        "--warmup-from", default=None, help="reuse a warmed-up model directory (skips the warm-up)"
+    )
+    p.add_argument("--loss-agg", default="token-mean", help="verl loss aggregation mode")
+    p.add_argument("--mini-batch", type=int, default=d.mini_batch, help="sequences per optimiser step")
+    p.add_argument("--ppo-epochs", type=int, default=d.ppo_epochs)
+    p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
+    p.add_argument("--min-lr-ratio", type=float, default=0.3, help="cosine floor as a fraction of --lr")
+    p.add_argument(
+        "--std-norm",
+        action="store_true",
+        help="GRPO's std normalisation (default: Dr.GRPO, no division by the group's std)",
+    )
+    p.add_argument(
+        "--baseline",
+        choices=["group_and_call", "group"],
+        default="group_and_call",
+        help="GRPO baseline: the same call of sibling rollouts, or every call of the task's rollouts",
+    )
+    p.add_argument(
+        "--negative-weight",
+        type=float,
+        default=d.negative_weight,
+        help="scale of negative advantages (examples/calc/README: an early collapse)",
+    )
+    p.add_argument("--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="same seed, same metrics: rollouts named by step and task, each call's sampling seeded",
+    )
+    p.add_argument("--trainer", choices=["local", "ray"], default="local", help="trainer backend")
+    p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
+
+
+def demo_rl_config(args: argparse.Namespace, **fields: Any) -> LightningRLConfig:
+    """The LightningRLConfig of the shared flags; `fields` set the demo's own (balance_by, agent_names...)."""
+    config = LightningRLConfig(
+        steps=args.steps,
+        tasks_per_step=args.tasks_per_step,
+        rollouts_per_task=args.n,
+        val_every=args.val_every,
+        seed=args.seed,
+        deterministic=args.deterministic,
+        advantage=AdvantageConfig(
+            estimator="grpo",
+            norm_by_std=args.std_norm,
+            negative_weight=args.negative_weight,
+            baseline=args.baseline,
+        ),
+        trainer=TrainerConfig(
+            lr=args.lr,
+            micro_batch_size=64,
+            mini_batch_size=args.mini_batch,
+            lr_schedule=args.lr_schedule,
+            min_lr_ratio=args.min_lr_ratio,
+            total_training_steps=args.steps,
+            ppo_epochs=args.ppo_epochs,
+            shuffle=True,
+            seed=args.seed,
+            loss=PolicyLossConfig(loss_agg_mode=args.loss_agg, kl_loss_coef=args.kl_coef),
+            backend=args.trainer,
+            num_workers=args.trainer_workers,
+        ),
+    )
+    return dataclasses.replace(config, **fields)
+
+
+def heldout_slices(row: dict[str, Any]) -> dict[str, float]:
+    """A validation row's success per tag value (`val/success[op=plus]` -> `op=plus`)."""
+    return {k[len("val/success[") : -1]: round(v, 2) for k, v in row.items() if k.startswith("val/success[")}
+
+
+def report_heldout(
+    result: TrainResult,
+    started: float,
+    seed: int,
+    console: Any,
+    *,
+    describe: Callable[[str, dict[str, Any]], str] | None = None,
+) -> str:
+    """Print the first and last validation (each with its slices; `describe(label, row)` replaces that
+    line), the metrics and curve paths, and as the last line `held-out success: before X after Y (seed S,
+    N RL steps, W s wall)`, which is returned."""
+    validations = [r for r in result.metrics if "val/success" in r]
+    wall = time.perf_counter() - started
+    if not validations:
+        last = f"no held-out validation ran (seed {seed}, {result.steps} RL steps, {wall:.0f} s wall)"
+        print(last, flush=True)
+        return last
+    before, after = validations[0], validations[-1]
+    for label, row in (("before", before), ("after", after)):
+        line = (
+            describe(label, row)
+            if describe
+            else f"held-out success {label} RL: {row['val/success']:.2f}  {heldout_slices(row)}"
+        )
+        console.print(line, markup=False)
+    console.print(f"metrics: {result.metrics_csv}   reward curve: {result.reward_curve}", markup=False)
+    last = (
+        f"held-out success: before {before['val/success']:.2f} after {after['val/success']:.2f} "
+        f"(seed {seed}, {result.steps} RL steps, {wall:.0f} s wall)"
+    )
+    print(last, flush=True)
+    return last

@@ -1,0 +1,60 @@
+"""examples/experiments.py: one short calc run end to end gives the table row, its log and the PNG."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO_ROOT
+from test_calc_replay import RENDEZVOUS
+
+# One RL step with a validation before and after; a warm-up just long enough for the format.
+SHORT = ["--steps", "1", "--val-every", "1", "--tasks-per-step", "3", "--n", "4", "--workers", "8"]
+SHORT += ["--warmup-steps", "150", "--warmup-until-loss", "100"]
+
+
+def test_one_run_of_the_calc_demo_makes_the_table_and_the_curve(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
+    env |= {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out = tmp_path / "experiments"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "examples/experiments.py",
+            "--only",
+            "calc",
+            "--runs",
+            "1",
+            "--output",
+            str(out),
+            *SHORT,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    table = (out / "table.md").read_text().splitlines()
+    assert table[0].startswith("| task | framework | model |") and len(table) == 3
+    row = [cell.strip() for cell in table[2].strip("|").split("|")]
+    assert row[:4] == ["calculator tools", "plain openai client", row[2], "1"] and row[2].endswith("M")
+    assert row[7] == "1"  # steps
+    assert "held-out success: before" in (out / "calc-seed0.log").read_text()
+    assert (out / "calc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "calc" / "seed0" / "metrics.csv").exists()
+
+
+def test_an_unknown_demo_is_refused_by_name() -> None:
+    done = subprocess.run(
+        [sys.executable, "examples/experiments.py", "--only", "calc,chess"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "unknown demo(s) ['chess']" in done.stderr
