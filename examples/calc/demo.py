@@ -27,7 +27,7 @@ from tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E40
 
 from lightningrl import fit  # noqa: E402
 from lightningrl.config import LightningRLConfig  # noqa: E402
-from lightningrl.demo_flags import DemoDefaults, add_demo_flags, demo_rl_config, report_heldout  # noqa: E402
+from lightningrl.demo_flags import DemoDefaults, demo_argument_parser, demo_rl_config, report_heldout  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
 
@@ -109,9 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def demo_parser(description: str | None = __doc__) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_demo_flags(
-        p,
+    p = demo_argument_parser(
+        description,
         # the random tool choice leaves a warm-up loss of ~0.12; some seeds learn to copy numbers late
         DemoDefaults(output="runs/calc", warmup_until_loss=0.13),
     )

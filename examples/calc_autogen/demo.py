@@ -37,7 +37,7 @@ from examples.calc_autogen.agent import (  # noqa: E402
 from examples.calc_autogen.tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 from examples.calc_autogen.tools import add, mul, sub  # noqa: E402
 from lightningrl import fit  # noqa: E402
-from lightningrl.demo_flags import DemoDefaults, add_demo_flags, demo_rl_config, report_heldout  # noqa: E402
+from lightningrl.demo_flags import DemoDefaults, demo_argument_parser, demo_rl_config, report_heldout  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
 
@@ -150,9 +150,8 @@ def main(args: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_demo_flags(
-        p,
+    p = demo_argument_parser(
+        __doc__,
         # the random tool choice leaves a phase-1 loss of ~0.035; copying numbers is learned late
         DemoDefaults(output="runs/calc_autogen", warmup_until_loss=0.06),
     )

@@ -31,7 +31,7 @@ from tasks import RagTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 from lightningrl import fit  # noqa: E402
 from lightningrl.demo_flags import (  # noqa: E402
     DemoDefaults,
-    add_demo_flags,
+    demo_argument_parser,
     demo_rl_config,
     heldout_slices,
     report_heldout,
@@ -126,9 +126,8 @@ def main(args: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_demo_flags(
-        p,
+    p = demo_argument_parser(
+        __doc__,
         DemoDefaults(
             output="runs/rag",
             steps=20,

@@ -34,7 +34,7 @@ from examples.sql.tasks import SqlTask, checker_cases, demonstrations, split_tas
 from lightningrl import fit  # noqa: E402
 from lightningrl.demo_flags import (  # noqa: E402
     DemoDefaults,
-    add_demo_flags,
+    demo_argument_parser,
     demo_rl_config,
     report_heldout,
 )
@@ -158,9 +158,8 @@ def main(args: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_demo_flags(
-        p,
+    p = demo_argument_parser(
+        __doc__,
         DemoDefaults(
             output="runs/sql",
             steps=20,

@@ -97,6 +97,15 @@ def add_demo_flags(parser: argparse.ArgumentParser, defaults: DemoDefaults) -> N
     p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
 
 
+def demo_argument_parser(description: str | None, defaults: DemoDefaults) -> argparse.ArgumentParser:
+    """A demo's parser (its module docstring as the help text) holding the shared flags."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_demo_flags(parser, defaults)
+    return parser
+
+
 def demo_rl_config(args: argparse.Namespace, **fields: Any) -> LightningRLConfig:
     """The LightningRLConfig of the shared flags; `fields` set the demo's own (balance_by, agent_names...)."""
     config = LightningRLConfig(
