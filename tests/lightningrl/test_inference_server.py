@@ -702,3 +702,48 @@ async def test_a_larger_batch_decodes_on_and_nobody_waits_past_max_gather(
     joined = run.prefills[1][0]
     assert 0.19 < joined - burst[0].queued_at < 5
     assert len([t for t in run.steps if burst[0].queued_at < t < joined]) >= 10
+
+
+async def test_the_clients_of_a_cohort_come_back_to_one_batch(
+    model_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a batch ended several rows in one step, the first request back waits `gather_gap_s` for
+    the others (their clients were answered together); after a lone row, `batch_wait_s` only."""
+    async with _gathering(
+        model_dirs, monkeypatch, batch_wait_s=0.001, gather_gap_s=1.0, max_gather_s=5.0
+    ) as run:
+        for together in (1, 2):
+            first = [run.job(prompt, 8) for prompt in PROMPTS[:together]]
+            for job in first:
+                run.batcher.submit(job)
+            await asyncio.gather(*(_tokens(job) for job in first))
+            await asyncio.sleep(0.01)  # the batch has ended
+            back = [run.job(prompt, 8) for prompt in PROMPTS[:2]]
+            for job in back:
+                run.batcher.submit(job)
+                await asyncio.sleep(0.05)  # 50 batch waits apart
+            await asyncio.gather(*(_tokens(job) for job in back))
+    assert [rows for _, rows in run.prefills] == [1, 1, 1, 2, 2]
+
+
+def test_a_batch_near_its_end_admits_nobody(model_dirs: tuple[Path, Path]) -> None:
+    """Newcomers do not join a batch whose rows all end within `JOIN_HORIZON` steps and the last
+    quarter of their max_tokens: they would decode a few steps in it and then run ahead of the rest."""
+    from lightningrl.serving.engine import JOIN_HORIZON, Engine
+
+    served = load_model(model_dirs[0], device="cpu", version=0)
+    loop = asyncio.new_event_loop()
+    asked: list[int] = []
+
+    def admit(free: int) -> list[Job]:
+        asked.append(free)
+        return []
+
+    prompt = served.tokenizer.encode("The sun")
+    for max_tokens, horizon in ((40, 10), (120, JOIN_HORIZON)):
+        asked.clear()
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+        Engine(served).run([Job([prompt], 1, params, False, lambda _: [prompt], 0, loop)], admit, 4)
+        # the prefill gives the first token; admission is asked before each step while > horizon are left
+        assert len(asked) == max_tokens - 1 - horizon
+    loop.close()

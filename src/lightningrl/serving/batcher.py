@@ -105,6 +105,7 @@ class Batcher:
         self.gather_gap_s = gather_gap_s
         self.max_gather_s = max_gather_s
         self._last_arrival = 0.0
+        self._ended = (0, 0.0)  # rows the last batch ended together in one step, and when (loop time)
         self._submitted = threading.Event()  # set by each submit, for the generation thread's pauses
         self.stats = BatchStats()
         # Thread-safe: the event loop appends, the generation thread takes jobs between decode steps.
@@ -139,6 +140,7 @@ class Batcher:
                 for job in jobs:
                     job.emit(Failed(f"generation failed: {type(error).__name__}: {error}"))
             self.stats.record(jobs, time.perf_counter() - started)
+            self._ended = (self.engine.last_cohort, loop.time())
 
     def _take(self, free_rows: int) -> list[Job]:
         """Queued live jobs that fit in `free_rows`, oldest first (from any thread)."""
@@ -193,6 +195,13 @@ class Batcher:
                 return True  # the batch decodes on; they join between later steps
             self._submitted.wait(until - now)
 
+    def _cohort_answered(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether the last batch just ended several rows in one step: their clients' next requests
+        are on their way, so the first back waits `gather_gap_s` for the others, not `batch_wait_s`
+        (a lone client, whose batch ended one row, still waits `batch_wait_s`)."""
+        rows, ended = self._ended
+        return rows > 1 and loop.time() - ended < self.max_gather_s
+
     async def _collect(self, loop: asyncio.AbstractEventLoop) -> list[Job]:
         """The next batch: the first live job, then whatever fits of the jobs that arrive within
         `batch_wait_s`, and after them `gather_gap_s` apart, for at most `max_gather_s`."""
@@ -205,7 +214,7 @@ class Batcher:
         rows = sum(job.rows for job in jobs)
         started = loop.time()
         deadline = started + self.batch_wait_s
-        if len(jobs) > 1:  # a burst already
+        if len(jobs) > 1 or self._cohort_answered(loop):  # a burst, arriving or expected
             deadline = max(deadline, started + self.gather_gap_s)
         while rows < self.max_batch_size:
             remaining = min(deadline, started + max(self.batch_wait_s, self.max_gather_s)) - loop.time()
