@@ -69,11 +69,14 @@ class Batcher:
     with the first of a burst and let the rest join one per step paid a prefill and a cache merge
     per request, then ran its tail steps short of rows, once per row that had joined late. So a
     burst is gathered and starts, or joins, as one prefill, its rows then decoding in step: a new
-    batch waits `batch_wait_s` for a second job and then for more as long as they keep coming
-    (`gather_gap_s` apart at most); jobs queued while a batch runs join it once arrivals pause for
-    `gather_gap_s` or they fill its free rows. Nobody waits for a burst longer than `max_gather_s`,
-    and the running rows wait with the newcomers only while the newcomers are at least as many (a
-    batch of a few early arrivals pauses for the rest of their burst; a full one never does)."""
+    batch waits `batch_wait_s` for a second job (`gather_gap_s` if the last batch just ended several
+    rows in one step: their clients are coming back) and then for more as long as they keep coming
+    (`gather_gap_s` apart at most); a lone job queued while a batch runs joins it after
+    `batch_wait_s`, a burst once arrivals pause for `gather_gap_s` or it fills the free rows (and a
+    batch in its last steps admits nobody: see `engine.JOIN_HORIZON`). Nobody waits for a burst
+    longer than `max_gather_s`, and the running rows wait with the newcomers only while the
+    newcomers are at least as many (a batch of a few early arrivals pauses for the rest of their
+    burst; a full one never does). A lone client's request waits `batch_wait_s`, as before."""
 
     def __init__(
         self,
