@@ -708,7 +708,8 @@ async def test_the_clients_of_a_cohort_come_back_to_one_batch(
     model_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a batch ended several rows in one step, the first request back waits `gather_gap_s` for
-    the others (their clients were answered together); after a lone row, `batch_wait_s` only."""
+    the others (their clients were answered together), and no longer once they are all back; after a
+    lone row, `batch_wait_s` only."""
     async with _gathering(
         model_dirs, monkeypatch, batch_wait_s=0.001, gather_gap_s=1.0, max_gather_s=5.0
     ) as run:
@@ -724,6 +725,7 @@ async def test_the_clients_of_a_cohort_come_back_to_one_batch(
                 await asyncio.sleep(0.05)  # 50 batch waits apart
             await asyncio.gather(*(_tokens(job) for job in back))
     assert [rows for _, rows in run.prefills] == [1, 1, 1, 2, 2]
+    assert run.prefills[-1][0] - back[-1].queued_at < 0.5  # not the 1 s gather gap after it
 
 
 def test_a_batch_near_its_end_admits_nobody(model_dirs: tuple[Path, Path]) -> None:

@@ -198,12 +198,13 @@ class Batcher:
                 return True  # the batch decodes on; they join between later steps
             self._submitted.wait(until - now)
 
-    def _cohort_answered(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Whether the last batch just ended several rows in one step: their clients' next requests
-        are on their way, so the first back waits `gather_gap_s` for the others, not `batch_wait_s`
-        (a lone client, whose batch ended one row, still waits `batch_wait_s`)."""
+    def _returning(self, loop: asyncio.AbstractEventLoop) -> int:
+        """How many rows the last batch ended together in its final step, if it ended within
+        `max_gather_s` and they were several (else 0): their clients' next requests are on their way,
+        so the first back waits `gather_gap_s` for the others, not `batch_wait_s`, and no longer than
+        until they are all back (a lone client, whose batch ended one row, waits `batch_wait_s`)."""
         rows, ended = self._ended
-        return rows > 1 and loop.time() - ended < self.max_gather_s
+        return rows if rows > 1 and loop.time() - ended < self.max_gather_s else 0
 
     async def _collect(self, loop: asyncio.AbstractEventLoop) -> list[Job]:
         """The next batch: the first live job, then whatever fits of the jobs that arrive within
@@ -217,9 +218,10 @@ class Batcher:
         rows = sum(job.rows for job in jobs)
         started = loop.time()
         deadline = started + self.batch_wait_s
-        if len(jobs) > 1 or self._cohort_answered(loop):  # a burst, arriving or expected
+        returning = self._returning(loop)
+        if len(jobs) > 1 or returning:  # a burst, arriving or expected
             deadline = max(deadline, started + self.gather_gap_s)
-        while rows < self.max_batch_size:
+        while rows < min(self.max_batch_size, returning or self.max_batch_size):
             remaining = min(deadline, started + max(self.batch_wait_s, self.max_gather_s)) - loop.time()
             if remaining <= 0:
                 break
