@@ -69,9 +69,9 @@ class Batcher:
     with the first of a burst and let the rest join one per step paid a prefill and a cache merge
     per request, then ran its tail steps short of rows, once per row that had joined late. So a
     burst is gathered and starts, or joins, as one prefill, its rows then decoding in step: a new
-    batch waits `batch_wait_s` for a second job (`gather_gap_s` if the last batch just ended several
-    rows in one step: their clients are coming back) and then for more as long as they keep coming
-    (`gather_gap_s` apart at most); a lone job queued while a batch runs joins it after
+    batch waits `batch_wait_s` for a second job and then for more as long as they keep coming
+    (`gather_gap_s` apart at most), or, if the last batch just ended several rows in one step, for
+    that many rows (their clients are coming back, `gather_gap_s` apart at most); a lone job queued while a batch runs joins it after
     `batch_wait_s`, a burst once arrivals pause for `gather_gap_s` or it fills the free rows (and a
     batch in its last steps admits nobody: see `engine.JOIN_HORIZON`). Nobody waits for a burst
     longer than `max_gather_s`, and the running rows wait with the newcomers only while the
