@@ -22,8 +22,10 @@ from openai import AsyncOpenAI
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from lightningrl.serving import SamplingParams, create_app, load_model
+from lightningrl.serving.batcher import Batcher
+from lightningrl.serving.job import Failed, Job, Started
 from lightningrl.serving.sampling import row_generator
-from lightningrl.serving.sequence import Sequence
+from lightningrl.serving.sequence import Delta, Sequence
 from lightningrl.tinylm import build_tiny_model
 
 TINY = {"hidden_size": 64, "num_layers": 2, "num_heads": 4}
@@ -548,4 +550,202 @@ def test_a_batch_that_keeps_admitting_keeps_its_cache_short(model_dirs: tuple[Pa
     assert len(expected) == 12
     assert all(tokens(j) == expected for j in done)
     assert len(widths) > 60 and max(widths) <= len(prompt) + 12 + 8, max(widths)
+    loop.close()
+
+
+# ---- gathering bursts (the batcher with the real engine, no HTTP) ---------------------------------
+
+
+@dataclass
+class Gathering:
+    """A batcher on the real engine, with what its engine prefilled and when it stepped."""
+
+    batcher: Batcher
+    loop: asyncio.AbstractEventLoop
+    prefills: list[tuple[float, int]]  # (time.monotonic() when it began, rows)
+    steps: list[float]
+
+    def job(self, prompt: str, max_tokens: int) -> Job:
+        """A greedy job for `prompt` (not yet submitted)."""
+        ids = self.batcher.engine.model.tokenizer.encode(prompt)
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+        return Job([ids], 1, params, False, lambda _: [ids], 0, self.loop)
+
+
+@contextlib.asynccontextmanager
+async def _gathering(
+    model_dirs: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    max_batch_size: int = 4,
+    **settings: float,
+) -> AsyncIterator[Gathering]:
+    """A running batcher on the first model, its prefills and steps recorded."""
+    from lightningrl.serving.engine import Engine
+
+    prefills: list[tuple[float, int]] = []
+    steps: list[float] = []
+    prefill, step = Engine._prefill, Engine._step
+
+    def spy_prefill(engine: Engine, model: Any, rows: list[Any]) -> Any:
+        prefills.append((time.monotonic(), len(rows)))
+        return prefill(engine, model, rows)
+
+    def spy_step(engine: Engine, *args: Any) -> Any:
+        steps.append(time.monotonic())
+        return step(engine, *args)
+
+    monkeypatch.setattr(Engine, "_prefill", spy_prefill)
+    monkeypatch.setattr(Engine, "_step", spy_step)
+    engine = Engine(load_model(model_dirs[0], device="cpu", version=0))
+    batcher = Batcher(engine, max_batch_size=max_batch_size, cpu_threads=1, **settings)  # type: ignore[arg-type]
+    task = asyncio.create_task(batcher.run())
+    try:
+        yield Gathering(batcher, asyncio.get_running_loop(), prefills, steps)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        batcher.close()
+
+
+async def _tokens(job: Job) -> list[int]:
+    """The job's tokens once its one choice has finished."""
+    tokens: list[int] = []
+    while True:
+        event = await asyncio.wait_for(job.events.get(), 60)
+        assert not isinstance(event, Failed), event
+        if isinstance(event, Delta):
+            tokens += event.token_ids
+            if event.finish_reason is not None:
+                return tokens
+
+
+PROMPTS = ["The sun", "A red cat sat", "Item 7 is", "Once upon a time there"]
+
+
+async def test_a_burst_starts_as_one_batch_and_decodes_as_alone(
+    model_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a second request came within `batch_wait_s`, the batch waits for more as long as they keep
+    coming within `gather_gap_s`: one prefill, not one per request, and each gets what it gets alone."""
+    async with _gathering(
+        model_dirs, monkeypatch, batch_wait_s=0.02, gather_gap_s=1.0, max_gather_s=5.0
+    ) as run:
+        alone = []
+        for prompt in PROMPTS:
+            job = run.job(prompt, 8)
+            run.batcher.submit(job)
+            alone.append(await _tokens(job))
+        run.prefills.clear()
+        burst = [run.job(prompt, 8) for prompt in PROMPTS]
+        run.batcher.submit(burst[0])
+        for job in burst[1:]:
+            run.batcher.submit(job)
+            await asyncio.sleep(0.05)  # further apart than the batch wait
+        assert [await _tokens(job) for job in burst] == alone
+    assert [rows for _, rows in run.prefills] == [4]
+
+
+async def test_a_burst_joins_a_smaller_running_batch_at_once_and_the_batch_waits_for_it(
+    model_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Newcomers gather before joining, in one prefill; a running batch no larger than their burst
+    pauses meanwhile (so they decode in step), and its row still decodes exactly as alone."""
+    async with _gathering(
+        model_dirs, monkeypatch, batch_wait_s=0.1, gather_gap_s=1.0, max_gather_s=5.0
+    ) as run:
+        long = run.job("A much longer opening prompt", 300)
+        run.batcher.submit(long)
+        alone = await _tokens(long)
+        run.prefills.clear()
+        long = run.job("A much longer opening prompt", 300)
+        run.batcher.submit(long)
+        assert isinstance(await asyncio.wait_for(long.events.get(), 60), Started)
+        await asyncio.sleep(0.05)  # decoding by now
+        burst = [run.job(prompt, 8) for prompt in PROMPTS[:3]]
+        for job in burst:
+            run.batcher.submit(job)
+            await asyncio.sleep(0.03)  # within the batch wait of each other
+        await asyncio.gather(*(_tokens(job) for job in burst))
+        assert await _tokens(long) == alone
+    assert [rows for _, rows in run.prefills] == [1, 3]
+    joined = run.prefills[1][0]
+    paused = [t for t in run.steps if burst[1].queued_at < t < joined]  # once a second one came
+    assert len(paused) <= 1, f"{len(paused)} steps while the burst gathered"  # one may have been under way
+
+
+async def test_a_larger_batch_decodes_on_and_nobody_waits_past_max_gather(
+    model_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of fewer rows than the running batch joins it without pausing it, after `max_gather_s`
+    at most however long `gather_gap_s` is; a lone request waits only `batch_wait_s` for company."""
+    async with _gathering(
+        model_dirs, monkeypatch, max_batch_size=8, batch_wait_s=0.001, gather_gap_s=30.0, max_gather_s=0.2
+    ) as run:
+        started = time.monotonic()
+        lone = run.job("The sun", 4)
+        run.batcher.submit(lone)
+        await _tokens(lone)
+        assert time.monotonic() - started < 5
+        run.prefills.clear()
+        running = [run.job(prompt, 900) for prompt in PROMPTS[:3]]
+        for job in running:
+            run.batcher.submit(job)
+        assert isinstance(await asyncio.wait_for(running[0].events.get(), 60), Started)
+        await asyncio.sleep(0.05)  # decoding by now
+        burst = [run.job(prompt, 8) for prompt in PROMPTS[2:]]
+        for job in burst:
+            run.batcher.submit(job)
+        await asyncio.gather(*(_tokens(job) for job in burst))
+        await asyncio.gather(*(_tokens(job) for job in running))
+    assert [rows for _, rows in run.prefills] == [3, 2]
+    joined = run.prefills[1][0]
+    assert 0.19 < joined - burst[0].queued_at < 5
+    assert len([t for t in run.steps if burst[0].queued_at < t < joined]) >= 10
+
+
+async def test_the_clients_of_a_cohort_come_back_to_one_batch(
+    model_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a batch ended several rows in one step, the first request back waits `gather_gap_s` for
+    the others (their clients were answered together), and no longer once they are all back; after a
+    lone row, `batch_wait_s` only."""
+    async with _gathering(
+        model_dirs, monkeypatch, batch_wait_s=0.001, gather_gap_s=1.0, max_gather_s=5.0
+    ) as run:
+        for together in (1, 2):
+            first = [run.job(prompt, 8) for prompt in PROMPTS[:together]]
+            for job in first:
+                run.batcher.submit(job)
+            await asyncio.gather(*(_tokens(job) for job in first))
+            await asyncio.sleep(0.01)  # the batch has ended
+            back = [run.job(prompt, 8) for prompt in PROMPTS[:2]]
+            for job in back:
+                run.batcher.submit(job)
+                await asyncio.sleep(0.05)  # 50 batch waits apart
+            await asyncio.gather(*(_tokens(job) for job in back))
+    assert [rows for _, rows in run.prefills] == [1, 1, 1, 2, 2]
+    assert run.prefills[-1][0] - back[-1].queued_at < 0.5  # not the 1 s gather gap after it
+
+
+def test_a_batch_near_its_end_admits_nobody(model_dirs: tuple[Path, Path]) -> None:
+    """Newcomers do not join a batch whose rows all end within `JOIN_HORIZON` steps and the last
+    quarter of their max_tokens: they would decode a few steps in it and then run ahead of the rest."""
+    from lightningrl.serving.engine import JOIN_HORIZON, Engine
+
+    served = load_model(model_dirs[0], device="cpu", version=0)
+    loop = asyncio.new_event_loop()
+    asked: list[int] = []
+
+    def admit(free: int) -> list[Job]:
+        asked.append(free)
+        return []
+
+    prompt = served.tokenizer.encode("The sun")
+    for max_tokens, horizon in ((40, 10), (120, JOIN_HORIZON)):
+        asked.clear()
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+        Engine(served).run([Job([prompt], 1, params, False, lambda _: [prompt], 0, loop)], admit, 4)
+        # the prefill gives the first token; admission is asked before each step while > horizon are left
+        assert len(asked) == max_tokens - 1 - horizon
     loop.close()
