@@ -19,12 +19,6 @@ from lightningrl.serving.sequence import Sequence
 logger = logging.getLogger(__name__)
 
 
-JOIN_HORIZON = 16
-"""A batch whose rows all end within this many steps, and within the last quarter of their
-`max_tokens`, admits nobody: newcomers start the next batch. (Joining, they would decode a few steps
-together and then run ahead of the next cohort: measured with 16 clients, the first one back ran
-~9 steps alone each time while the other 15 came back, and the cohorts never decoded in step.)"""
-
 Admit = Callable[[int], list[Job]]
 """Called between decode steps with the free rows; returns queued jobs that fit (possibly none)."""
 
@@ -60,8 +54,6 @@ class Engine:
         """Serve `model` until it is replaced."""
         self.model = model
         self._lean: tuple[LoadedModel, LeanDecoder | None] | None = None
-        self.last_cohort = 0
-        """How many rows ended together in the last batch's final step (0 while one runs)."""
 
     def _lean_for(self, model: LoadedModel) -> LeanDecoder | None:
         """The lean decoder of `model` (built once per model), or None if it decodes through transformers."""
@@ -73,7 +65,6 @@ class Engine:
         """Generate every choice of `jobs` and of what `admit` adds while at most `max_rows` sequences
         decode together (blocking; called on the generation thread)."""
         model = self.model  # a reload mid-batch does not affect this batch
-        self.last_cohort = 0
         rows = self._rows(model, jobs)
         if not rows:
             return
@@ -126,12 +117,7 @@ class Engine:
         ready_4d = lean is not None or _takes_4d_mask(model)
         idle_steps = 0
         while batch is not None:
-            if (
-                admit is not None
-                and self.model is model
-                and len(batch.rows) < max_rows
-                and not _ending(batch)
-            ):
+            if admit is not None and self.model is model and len(batch.rows) < max_rows:
                 joined = self._rows(model, admit(max_rows - len(batch.rows)))
                 if joined:
                     rows.extend(joined)  # a failure from here on fails them too
@@ -221,7 +207,6 @@ class Engine:
         batch.next_tokens = step.token_tensor[:, None]
         keep = [position for position, (_, seq) in enumerate(rows) if not seq.finished]
         if not keep:
-            self.last_cohort = len(rows)
             return None
         if len(keep) < len(rows):
             # Drop finished rows from the batch and the cache, so the tail runs at the size it needs.
@@ -236,14 +221,6 @@ class Engine:
             batch = _trim(batch)
             batch.padded = _has_padding(batch.mask)
         return batch
-
-
-def _ending(batch: _Batch) -> bool:
-    """Whether every row of `batch` ends within `JOIN_HORIZON` steps and the last quarter of the
-    longest `max_tokens` among them (at the latest: a stop can end them sooner)."""
-    left = max(seq.params.max_tokens - len(seq.token_ids) for _, seq in batch.rows)
-    longest = max(seq.params.max_tokens for _, seq in batch.rows)
-    return left <= min(JOIN_HORIZON, longest // 4)
 
 
 def _has_padding(mask: torch.Tensor) -> bool:

@@ -45,8 +45,6 @@ class Job:
     loop: asyncio.AbstractEventLoop
     events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
     cancelled: bool = False
-    queued_at: float = 0.0
-    """When the batcher queued the job (`time.monotonic()`)."""
 
     @property
     def rows(self) -> int:
