@@ -27,9 +27,15 @@ from tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E40
 
 from lightningrl import fit  # noqa: E402
 from lightningrl.config import LightningRLConfig  # noqa: E402
-from lightningrl.demo_flags import DemoDefaults, demo_argument_parser, demo_rl_config, report_heldout  # noqa: E402
+from lightningrl.demo_flags import (  # noqa: E402
+    DemoDefaults,
+    demo_argument_parser,
+    demo_rl_config,
+    demo_warmup_config,
+    report_heldout,
+)
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
+from lightningrl.warmup import supervised_warmup  # noqa: E402
 
 
 def as_rows(tasks: list[CalcTask]) -> list[dict]:
@@ -75,13 +81,7 @@ def main(args: argparse.Namespace) -> None:
             base,
             demonstrations(train, args.seed, 4000),
             out / "model-warmup",
-            WarmupConfig(
-                steps=args.warmup_steps,
-                lr=args.warmup_lr,
-                seed=args.seed,
-                until_loss=args.warmup_until_loss,
-                max_steps=args.warmup_max_steps,
-            ),
+            demo_warmup_config(args),
             console=console,
         )
         console.print(

@@ -37,7 +37,13 @@ from examples.calc_autogen.agent import (  # noqa: E402
 from examples.calc_autogen.tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 from examples.calc_autogen.tools import add, mul, sub  # noqa: E402
 from lightningrl import fit  # noqa: E402
-from lightningrl.demo_flags import DemoDefaults, demo_argument_parser, demo_rl_config, report_heldout  # noqa: E402
+from lightningrl.demo_flags import (  # noqa: E402
+    DemoDefaults,
+    demo_argument_parser,
+    demo_rl_config,
+    demo_warmup_config,
+    report_heldout,
+)
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
 
@@ -71,13 +77,7 @@ def warmup_phase1(args: argparse.Namespace, out: Path, base: Path, demos: list, 
         base,
         [(messages, completion) for messages, completion, *_ in demos],
         out / "model-warmup-short",
-        WarmupConfig(
-            steps=args.warmup_steps,
-            lr=args.warmup_lr,
-            seed=args.seed,
-            until_loss=args.warmup_until_loss,
-            max_steps=args.warmup_max_steps,
-        ),
+        demo_warmup_config(args),
         console=console,
     )
     console.print(f"warm-up phase 1 (no tool listing): {len(losses)} steps, loss {losses[-1]:.3f}")

@@ -33,11 +33,12 @@ from lightningrl.demo_flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
+    demo_warmup_config,
     heldout_slices,
     report_heldout,
 )
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
+from lightningrl.warmup import supervised_warmup  # noqa: E402
 from lightningstore import SqlStore  # noqa: E402
 
 
@@ -86,13 +87,7 @@ def main(args: argparse.Namespace) -> None:
             base,
             demonstrations(world, train, args.seed, args.demos),
             out / "model-warmup",
-            WarmupConfig(
-                steps=args.warmup_steps,
-                lr=args.warmup_lr,
-                seed=args.seed,
-                until_loss=args.warmup_until_loss,
-                max_steps=args.warmup_max_steps,
-            ),
+            demo_warmup_config(args),
             console=console,
         )
         console.print(

@@ -36,10 +36,11 @@ from lightningrl.demo_flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
+    demo_warmup_config,
     report_heldout,
 )
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup  # noqa: E402
+from lightningrl.warmup import encode_demonstration, supervised_warmup  # noqa: E402
 
 ROLES = {"writer": frozenset({"writer"}), "both": frozenset({"writer", "checker"})}
 
@@ -103,14 +104,7 @@ def main(args: argparse.Namespace) -> None:
             base,
             demonstrations(train, tools, args.seed, 3000),
             out / "model-warmup",
-            WarmupConfig(
-                steps=args.warmup_steps,
-                lr=args.warmup_lr,
-                seed=args.seed,
-                batch_size=args.warmup_batch,
-                until_loss=args.warmup_until_loss,
-                max_steps=args.warmup_max_steps,
-            ),
+            demo_warmup_config(args, batch_size=args.warmup_batch),
             console=console,
         )
         console.print(

@@ -14,6 +14,7 @@ from lightningrl.advantages import AdvantageConfig, PolicyLossConfig
 from lightningrl.config import LightningRLConfig
 from lightningrl.result import TrainResult
 from lightningrl.trainer.config import TrainerConfig
+from lightningrl.warmup import WarmupConfig
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,18 @@ def demo_rl_config(args: argparse.Namespace, **fields: Any) -> LightningRLConfig
         ),
     )
     return dataclasses.replace(config, **fields)
+
+
+def demo_warmup_config(args: argparse.Namespace, **fields: Any) -> WarmupConfig:
+    """The WarmupConfig of the shared warm-up flags; `fields` set the demo's own (batch_size...)."""
+    return WarmupConfig(
+        steps=args.warmup_steps,
+        lr=args.warmup_lr,
+        seed=args.seed,
+        until_loss=args.warmup_until_loss,
+        max_steps=args.warmup_max_steps,
+        **fields,
+    )
 
 
 def heldout_slices(row: dict[str, Any]) -> dict[str, float]:
