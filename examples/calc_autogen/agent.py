@@ -35,7 +35,7 @@ if str(HERE) not in sys.path:  # tools.py beside this file, however the module w
 
 from tools import add, mul, sub  # noqa: E402
 
-SYSTEM = "Call the tool for the operation, then reply with its result."
+SYSTEM = "Name the operation and its tool, call the tool, then reply with its result."
 MAX_TOKENS = 40
 """A tool call is ~30 tokens in the word tokenizer; the answer ends after 2-3."""
 ANSWER_CALL = 1

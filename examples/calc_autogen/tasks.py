@@ -21,6 +21,7 @@ __all__ = [
     "CalcTask",
     "all_tasks",
     "split_tasks",
+    "thought_text",
     "tool_call_text",
     "demonstrations",
     "vocabulary",
@@ -35,6 +36,15 @@ TEMPLATE_TEXT = (
 )
 
 
+def thought_text(op: str, tool: str) -> str:
+    """What the model writes before its call: the operation word, then the tool it picks (`plus add`).
+
+    The tool is decided right after the restated operation word, where a 2-layer model learns the
+    mapping with RL (as in examples/calc), and the call then copies it (the warm-up teaches the copy,
+    with the tool at random). ` add`, with its space, is a token that only the thought contains."""
+    return f"{op} {tool}"
+
+
 def tool_call_text(tool: str, a: int, b: int) -> str:
     """A tool call as the model writes it and as the chat template renders it back (hermes block)."""
     return "<tool_call>\n" + json.dumps({"name": tool, "arguments": {"a": a, "b": b}}) + "\n</tool_call>"
@@ -45,13 +55,13 @@ def question_messages(system: str, question: str) -> list[dict[str, Any]]:
 
 
 def answer_messages(
-    system: str, question: str, tool: str, a: int, b: int, result: str
+    system: str, question: str, thought: str, tool: str, a: int, b: int, result: str
 ) -> list[dict[str, Any]]:
-    """The reflection call's messages as AutoGen sends them: the call, then its result as a tool turn."""
+    """The reflection call's messages as AutoGen sends them: the thought and call, then its result."""
     call = {"id": "call", "type": "function", "function": {"name": tool, "arguments": {"a": a, "b": b}}}
     return [
         *question_messages(system, question),
-        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "assistant", "content": thought, "tool_calls": [call]},
         {"role": "tool", "content": result, "tool_call_id": "call"},
     ]
 
@@ -68,8 +78,10 @@ def demonstrations(
         task = rng.choice(tasks)
         tool = rng.choice(TOOL_NAMES)
         result = str(RESULTS[tool](task.a, task.b))
-        out.append((question_messages(system, task.question), tool_call_text(tool, task.a, task.b), tools))
-        out.append((answer_messages(system, task.question, tool, task.a, task.b, result), result))
+        thought = thought_text(task.op, tool)
+        call = thought + tool_call_text(tool, task.a, task.b)
+        out.append((question_messages(system, task.question), call, tools))
+        out.append((answer_messages(system, task.question, thought, tool, task.a, task.b, result), result))
     return out
 
 
@@ -77,5 +89,5 @@ def vocabulary(system: str, tools: list[dict[str, Any]]) -> list[str]:
     """Text that puts every piece of the prompts and completions into the word tokenizer as one token."""
     lines = [system, TEMPLATE_TEXT, *TEMPLATES, *OPS]
     lines += [json.dumps(tool, ensure_ascii=False) for tool in tools]
-    lines += [tool_call_text(tool, 3, 4) for tool in TOOL_NAMES]
+    lines += [thought_text(op, tool) + tool_call_text(tool, 3, 4) for op in OPS for tool in TOOL_NAMES]
     return lines
