@@ -39,8 +39,9 @@ from lightningrl.demo_flags import (  # noqa: E402
     demo_warmup_config,
     report_heldout,
 )
+from lightningrl.quiet import quiet_third_party  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.warmup import encode_demonstration, supervised_warmup  # noqa: E402
+from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup  # noqa: E402
 
 ROLES = {"writer": frozenset({"writer"}), "both": frozenset({"writer", "checker"})}
 
@@ -56,8 +57,9 @@ def checker_scores(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with quiet_third_party():  # no "Loading weights" bar between the demo's lines
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
     def logprob(messages: list[dict[str, str]], verdict: str) -> float:
         prompt, completion = encode_demonstration(tokenizer, messages, verdict)
@@ -100,16 +102,27 @@ def main(args: argparse.Namespace) -> None:
             num_layers=args.layers,
             num_heads=4,
         )
-        warm, losses = supervised_warmup(
+        # Phase 1, cheap: the format and the copying, on prompts without the tool listing (~40 tokens
+        # instead of ~200; copying the question's words emerges after some hundred steps).
+        short, losses = supervised_warmup(
             base,
-            demonstrations(train, tools, args.seed, 3000),
-            out / "model-warmup",
+            demonstrations(train, None, args.seed, 3000),
+            out / "model-warmup-short",
             demo_warmup_config(args, batch_size=args.warmup_batch),
             console=console,
         )
+        console.print(f"warm-up phase 1 (no tool listing): {len(losses)} steps, loss {losses[-1]:.3f}")
+        # Phase 2: the writer's exact prompts (LangChain's tools listed in the system turn).
+        warm, losses = supervised_warmup(
+            short,
+            demonstrations(train, tools, args.seed + 1, 3000),
+            out / "model-warmup",
+            WarmupConfig(steps=args.warmup_tools_steps, batch_size=16, lr=args.warmup_lr / 3, seed=args.seed),
+            console=console,
+        )
         console.print(
-            f"built the tiny model and warmed it up on demonstrations with random aggregates and verdicts "
-            f"({len(losses)} steps, loss {losses[-1]:.3f})"
+            f"warm-up phase 2 (the agent's prompts): {len(losses)} steps, loss {losses[-1]:.3f}; aggregates "
+            "and verdicts are picked at random in every demonstration"
         )
 
     config = demo_rl_config(
@@ -161,8 +174,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             val_every=10,
             lr=1e-4,
             workers=16,
-            # the random aggregate and verdict leave ~0.075; picking the question's column is learned late
-            warmup_until_loss=0.08,
+            # the random aggregate and verdict leave ~0.075; copying the question's words is learned late
+            warmup_until_loss=0.085,
+            warmup_max_steps=2000,
             mini_batch=16,
             ppo_epochs=2,
             negative_weight=1.0,
@@ -171,7 +185,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-roles", choices=sorted(ROLES), default="writer")
     p.add_argument("--val-tasks", type=int, default=64, help="held-out tasks sampled for validation")
     p.add_argument("--checker-cases", type=int, default=64)
-    p.add_argument("--warmup-batch", type=int, default=16)
+    p.add_argument("--warmup-batch", type=int, default=32)
+    p.add_argument("--warmup-tools-steps", type=int, default=60, help="phase 2: steps on the exact prompts")
     return p.parse_args(argv)
 
 

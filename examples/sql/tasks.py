@@ -38,7 +38,7 @@ VARIANTS = 3
 """Database variants per schema (different rows), so a question's answer is not one fixed number."""
 ROWS = 4
 NAMES = ("alpha", "beta", "gamma", "delta")
-WRITER_SYSTEM = "Database {db}. Table {table}(name, {c1}, {c2}). Answer with one SQL query."
+WRITER_SYSTEM = "Database {db}, table {table}. Name the aggregate, then answer with one SQL query."
 CHECKER_SYSTEM = "Check the SQL query for the question. Reply approve or reject."
 VERDICTS = ("approve", "reject")
 WRITER_TURNS = 2
@@ -54,6 +54,8 @@ class SqlTask:
     table: str
     column: str
     aggregate: str
+    word: str
+    """The question's word for the aggregate (`highest`)."""
 
     @property
     def gold_sql(self) -> str:
@@ -68,6 +70,7 @@ class SqlTask:
             "table": self.table,
             "column": self.column,
             "aggregate": self.aggregate,
+            "word": self.word,
             "gold_sql": self.gold_sql,
         }
 
@@ -79,6 +82,13 @@ def sql_for(aggregate: str, column: str, table: str) -> str:
 
 
 SQL_LOCK = threading.Lock()
+
+
+def thought_text(word: str, aggregate: str) -> str:
+    """What the writer says before its call: the question's aggregate word, then the function (`highest
+    MAX`). The function is decided right after the word it depends on, where a 2-layer model learns the
+    mapping with RL (as in examples/calc); the query then copies it (the warm-up teaches the copy)."""
+    return f"{word} {aggregate}"
 
 
 def open_database(db: str, variant: int) -> sqlite3.Connection:
@@ -111,8 +121,9 @@ def _value(value: Any) -> str:
 
 
 def writer_system(db: str) -> str:
-    table, (c1, c2) = SCHEMAS[db]
-    return WRITER_SYSTEM.format(db=db, table=table, c1=c1, c2=c2)
+    """The writer's system message. It names the table, not its columns: the question's column is then
+    the only column word in the prompt, which the query copies (listed columns made the copy a guess)."""
+    return WRITER_SYSTEM.format(db=db, table=SCHEMAS[db][0])
 
 
 def writer_messages(task: dict[str, Any]) -> list[dict[str, str]]:
@@ -149,6 +160,7 @@ def all_tasks() -> list[SqlTask]:
                                     table,
                                     column,
                                     aggregate,
+                                    word,
                                 )
                             )
     return tasks
@@ -193,28 +205,35 @@ def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
 
 
 def rendered_writer_messages(
-    task: dict[str, Any], tools: list[dict[str, Any]], failed: tuple[str, str] | None = None
+    task: dict[str, Any], tools: list[dict[str, Any]] | None, failed: tuple[str, str, str] | None = None
 ) -> list[dict[str, str]]:
     """The writer's messages with the tools folded into plain text: rendered WITHOUT tools they give the
     same prompt the server renders for `writer_messages(task)` WITH them (tests check it). `failed` is a
-    first (sql, error) before a rewrite."""
+    first (thought, sql, error) before a rewrite. `tools=None` leaves the listing out (a short prompt for
+    the first, cheap phase of the warm-up)."""
     messages = writer_messages(task)
-    messages[0] = {"role": "system", "content": messages[0]["content"] + tools_block(tools)}
+    if tools is not None:
+        messages[0] = {"role": "system", "content": messages[0]["content"] + tools_block(tools)}
     if failed is not None:
-        sql, error = failed
+        thought, sql, error = failed
         messages += [
-            {"role": "assistant", "content": tool_call_text("run_query", {"sql": sql})},
+            {"role": "assistant", "content": thought + tool_call_text("run_query", {"sql": sql})},
             {"role": "user", "content": f"<tool_response>\n{error}\n</tool_response>"},
         ]
     return messages
 
 
 def demonstrations(
-    tasks: list[SqlTask], tools: list[dict[str, Any]], seed: int, count: int, rewrite_share: float = 0.15
+    tasks: list[SqlTask],
+    tools: list[dict[str, Any]] | None,
+    seed: int,
+    count: int,
+    rewrite_share: float = 0.15,
 ) -> list[tuple[list[dict[str, str]], str]]:
-    """Warm-up data: FORMAT only. The writer's query copies the question's table and column, with the
-    aggregate picked AT RANDOM; some first queries name a wrong column and are rewritten after the error
-    (again with a random aggregate); the checker's verdict is AT RANDOM."""
+    """Warm-up data: FORMAT only. The writer restates the question's aggregate word and names a function
+    picked AT RANDOM, and its query copies that function and the question's table and column; some first
+    queries name a wrong column and are rewritten after the error (again with a random function); the
+    checker's verdict is AT RANDOM. `tools=None`: the writer's prompts without the tool listing."""
     rng = random.Random(seed)
     columns = [c for _, cols in SCHEMAS.values() for c in cols]
     out = []
@@ -224,16 +243,16 @@ def demonstrations(
         failed = None
         if rng.random() < rewrite_share:
             wrong = rng.choice([c for c in columns if c not in SCHEMAS[task.db][1]])
-            bad_sql = sql_for(rng.choice(list(AGGREGATES)), wrong, task.table)
+            bad_thought = thought_text(task.word, rng.choice(list(AGGREGATES)))
+            bad_sql = sql_for(bad_thought.split()[-1], wrong, task.table)
             _, error = run_sql(open_database(task.db, task.variant), bad_sql)
-            out.append(
-                (rendered_writer_messages(source, tools), tool_call_text("run_query", {"sql": bad_sql}))
-            )
-            failed = (bad_sql, error)
-        sql = sql_for(rng.choice(list(AGGREGATES)), task.column, task.table)
-        out.append(
-            (rendered_writer_messages(source, tools, failed), tool_call_text("run_query", {"sql": sql}))
-        )
+            bad_call = bad_thought + tool_call_text("run_query", {"sql": bad_sql})
+            out.append((rendered_writer_messages(source, tools), bad_call))
+            failed = (bad_thought, bad_sql, error)
+        aggregate = rng.choice(list(AGGREGATES))
+        sql = sql_for(aggregate, task.column, task.table)
+        call = thought_text(task.word, aggregate) + tool_call_text("run_query", {"sql": sql})
+        out.append((rendered_writer_messages(source, tools, failed), call))
         _, result = run_sql(open_database(task.db, task.variant), sql)
         out.append((checker_messages(task.question, sql, result), rng.choice(VERDICTS)))
     return out
@@ -258,7 +277,7 @@ def vocabulary(tools: list[dict[str, Any]]) -> list[str]:
     """Text that puts every word and punctuation run of the prompts and answers into the tokenizer."""
     lines = [CHECKER_SYSTEM, *VERDICTS, "SQL: result: no rows", tools_block(tools), *TEMPLATES]
     lines += [writer_system(db) + tools_block(tools) for db in SCHEMAS]
-    lines += [f"{word} {aggregate}" for aggregate, words in AGGREGATES.items() for word in words]
+    lines += [thought_text(word, aggregate) for aggregate, words in AGGREGATES.items() for word in words]
     columns = [c for _, cols in SCHEMAS.values() for c in cols]
     for db, (table, _) in SCHEMAS.items():
         for column in columns:

@@ -21,6 +21,7 @@ from examples.sql.tasks import (
     run_sql,
     split_tasks,
     sql_for,
+    thought_text,
     vocabulary,
     writer_messages,
 )
@@ -64,7 +65,7 @@ def test_warmup_prompts_render_as_the_server_renders_the_agents_requests(tokeniz
         *writer_messages(task),
         {
             "role": "assistant",
-            "content": "",
+            "content": thought_text(task["word"], "MAX"),  # the writer's words before its call
             "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "run_query", "arguments": {"sql": bad}}}
             ],
@@ -73,7 +74,9 @@ def test_warmup_prompts_render_as_the_server_renders_the_agents_requests(tokeniz
     ]
     served = tokenizer.apply_chat_template(history, tools=tools, tokenize=False, add_generation_prompt=True)
     demo = tokenizer.apply_chat_template(
-        rendered_writer_messages(task, tools, (bad, error)), tokenize=False, add_generation_prompt=True
+        rendered_writer_messages(task, tools, (thought_text(task["word"], "MAX"), bad, error)),
+        tokenize=False,
+        add_generation_prompt=True,
     )
     assert served == demo
     # every piece of a demonstration (a word, a punctuation run) is one token of the vocabulary
