@@ -36,12 +36,12 @@ from lightningrl.demo_flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
-    demo_warmup_config,
     report_heldout,
 )
+from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup  # noqa: E402
 from lightningrl.quiet import quiet_third_party  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup  # noqa: E402
+from lightningrl.warmup import encode_demonstration  # noqa: E402
 
 ROLES = {"writer": frozenset({"writer"}), "both": frozenset({"writer", "checker"})}
 
@@ -102,27 +102,15 @@ def main(args: argparse.Namespace) -> None:
             num_layers=args.layers,
             num_heads=4,
         )
-        # Phase 1, cheap: the format and the copying, on prompts without the tool listing (~40 tokens
-        # instead of ~200; copying the question's words emerges after some hundred steps).
-        short, losses = supervised_warmup(
+        # aggregates and verdicts picked at random in every demonstration: the format and the copies
+        warm = two_phase_warmup(
             base,
-            demonstrations(train, None, args.seed, 3000),
-            out / "model-warmup-short",
-            demo_warmup_config(args, batch_size=args.warmup_batch),
-            console=console,
-        )
-        console.print(f"warm-up phase 1 (no tool listing): {len(losses)} steps, loss {losses[-1]:.3f}")
-        # Phase 2: the writer's exact prompts (LangChain's tools listed in the system turn).
-        warm, losses = supervised_warmup(
-            short,
-            demonstrations(train, tools, args.seed + 1, 3000),
-            out / "model-warmup",
-            WarmupConfig(steps=args.warmup_tools_steps, batch_size=16, lr=args.warmup_lr / 3, seed=args.seed),
-            console=console,
-        )
-        console.print(
-            f"warm-up phase 2 (the agent's prompts): {len(losses)} steps, loss {losses[-1]:.3f}; aggregates "
-            "and verdicts are picked at random in every demonstration"
+            demonstrations(train, None, args.seed, 3000),  # ~40-token prompts: the copies emerge cheaply
+            demonstrations(train, tools, args.seed + 1, 3000),  # the writer's prompts, LangChain's tools
+            out,
+            args,
+            console,
+            phase1_batch=args.warmup_batch,
         )
 
     config = demo_rl_config(
@@ -186,7 +174,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--val-tasks", type=int, default=64, help="held-out tasks sampled for validation")
     p.add_argument("--checker-cases", type=int, default=64)
     p.add_argument("--warmup-batch", type=int, default=32)
-    p.add_argument("--warmup-tools-steps", type=int, default=60, help="phase 2: steps on the exact prompts")
+    add_two_phase_flags(p)
     return p.parse_args(argv)
 
 

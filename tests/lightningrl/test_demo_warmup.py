@@ -1,0 +1,50 @@
+"""The demos' two-phase warm-up: short prompts first, then the agent's prompts with the tools listed."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from safetensors.torch import load_file
+
+from lightningrl.demo_flags import DemoDefaults, add_demo_flags
+from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup
+from lightningrl.tinylm import build_tiny_model
+
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+MESSAGES = [{"role": "user", "content": "add 1 2"}]
+
+
+def weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(next(model_dir.glob("*.safetensors"))))
+
+
+def test_two_phase_warmup_trains_both_phases_and_can_reuse_phase_one(tmp_path: Path) -> None:
+    base = build_tiny_model(
+        tmp_path / "base", tokenizer_kind="word", extra_text=["add 1 2 3"], hidden_size=16, num_layers=1
+    )
+    p = argparse.ArgumentParser()
+    add_demo_flags(p, DemoDefaults(output="runs/x"))
+    add_two_phase_flags(p)
+    args = p.parse_args(["--warmup-steps", "3", "--warmup-tools-steps", "2"])
+    text = io.StringIO()
+    console = Console(file=text, width=200)
+    warm = two_phase_warmup(
+        base, [(MESSAGES, "3")], [(MESSAGES, "3", TOOLS)], tmp_path / "run", args, console, phase1_batch=2
+    )
+    short = tmp_path / "run" / "model-warmup-short"
+    assert warm == tmp_path / "run" / "model-warmup"
+    assert "phase 1 (no tool listing): 3 steps" in text.getvalue()
+    assert "phase 2 (the agent's prompts, tools listed): 2 steps" in text.getvalue()
+    before, middle, after = weights(base), weights(short), weights(warm)
+    assert any(not torch.equal(before[k], middle[k]) for k in before)  # phase 1 moved the weights
+    assert any(not torch.equal(middle[k], after[k]) for k in middle)  # and so did phase 2
+
+    reuse = p.parse_args(["--warmup-tools-steps", "1", "--warmup-phase1-from", str(short)])
+    again = two_phase_warmup(base, [], [(MESSAGES, "3", TOOLS)], tmp_path / "again", reuse, console)
+    assert f"reusing phase 1 of the warm-up from {short}" in text.getvalue()
+    copied = weights(tmp_path / "again" / "model-warmup-short")
+    assert all(torch.equal(copied[k], middle[k]) for k in middle) and (again / "config.json").exists()
