@@ -41,11 +41,10 @@ from lightningrl.demo_flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
-    demo_warmup_config,
     report_heldout,
 )
+from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.warmup import WarmupConfig, supervised_warmup  # noqa: E402
 
 
 def openai_tools(kind: str) -> list[dict[str, Any]]:
@@ -70,20 +69,6 @@ def as_rows(tasks: list[CalcTask]) -> list[dict]:
     return [{"task_id": t.task_id, "input": t.as_input(), "tags": {"op": t.op}} for t in tasks]
 
 
-def warmup_phase1(args: argparse.Namespace, out: Path, base: Path, demos: list, console: Console) -> Path:
-    # Phase 1, cheap: the format and the copying, on the prompts without the ~300-token tool listing
-    # (copying numbers emerges suddenly after a few hundred steps; at ~80 tokens a step costs 1/5).
-    short, losses = supervised_warmup(
-        base,
-        [(messages, completion) for messages, completion, *_ in demos],
-        out / "model-warmup-short",
-        demo_warmup_config(args),
-        console=console,
-    )
-    console.print(f"warm-up phase 1 (no tool listing): {len(losses)} steps, loss {losses[-1]:.3f}")
-    return short
-
-
 def warm_model(args: argparse.Namespace, out: Path, train: list[CalcTask], console: Console) -> Path:
     """The tiny model, warmed up on the agent's exact prompts with the tool picked at random."""
     if args.warmup_from:
@@ -99,25 +84,15 @@ def warm_model(args: argparse.Namespace, out: Path, train: list[CalcTask], conso
         num_layers=args.layers,
         num_heads=4,
     )
-    demos = demonstrations(train, args.seed, 4000, SYSTEM, tools)
-    if args.warmup_phase1_from:
-        short = Path(shutil.copytree(args.warmup_phase1_from, out / "model-warmup-short"))
-        console.print(f"reusing phase 1 of the warm-up from {args.warmup_phase1_from}")
-    else:
-        short = warmup_phase1(args, out, base, demos, console)
-    # Phase 2: the agent's exact prompts (AutoGen's tools listed in the first call's system turn).
-    warm, losses = supervised_warmup(
-        short,
-        demos,
-        out / "model-warmup",
-        WarmupConfig(steps=args.warmup_tools_steps, batch_size=16, lr=args.warmup_lr / 3, seed=args.seed),
-        console=console,
+    demos = demonstrations(train, args.seed, 4000, SYSTEM, tools)  # the tool picked at random in each
+    return two_phase_warmup(
+        base,
+        [(messages, completion) for messages, completion, *_ in demos],  # ~80 tokens: copies emerge cheaply
+        demos,  # AutoGen's prompts: its tools listed in the first call's system turn
+        out,
+        args,
+        console,
     )
-    console.print(
-        f"warm-up phase 2 (AutoGen's prompts): {len(losses)} steps, loss {losses[-1]:.3f}; the tool is "
-        "picked at random in every demonstration"
-    )
-    return warm
 
 
 def main(args: argparse.Namespace) -> None:
@@ -164,10 +139,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="validate on this many held-out tasks, sampled by seed (0: all 180)",
     )
     p.add_argument("--runner-processes", type=int, default=None)
-    p.add_argument(
-        "--warmup-phase1-from", default=None, help="reuse phase 1 of the warm-up (a model directory)"
-    )
-    p.add_argument("--warmup-tools-steps", type=int, default=60, help="phase 2: steps on the exact prompts")
+    add_two_phase_flags(p)
     return p.parse_args(argv)
 
 
