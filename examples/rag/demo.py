@@ -26,19 +26,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent import rag_agent  # noqa: E402
 from rich.console import Console  # noqa: E402
-from tasks import RagTask, demonstrations, split_tasks, vocabulary  # noqa: E402
+from tasks import RagTask, demonstrations, split_tasks, vocabulary, warmup_tasks  # noqa: E402
 
 from lightningrl import fit  # noqa: E402
 from lightningrl.demo_flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
-    demo_warmup_config,
     heldout_slices,
     report_heldout,
 )
+from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.warmup import supervised_warmup  # noqa: E402
 from lightningstore import SqlStore  # noqa: E402
 
 
@@ -83,16 +82,15 @@ def main(args: argparse.Namespace) -> None:
             num_layers=args.layers,
             num_heads=4,
         )
-        warm, losses = supervised_warmup(
+        # the collection picked at random at every hop: the format, the hops and the copies
+        demos = demonstrations(warmup_tasks(args.seed), args.seed, args.demos)
+        warm = two_phase_warmup(
             base,
-            demonstrations(world, train, args.seed, args.demos),
-            out / "model-warmup",
-            demo_warmup_config(args),
-            console=console,
-        )
-        console.print(
-            f"built the tiny model and warmed it up on random-collection demonstrations "
-            f"({len(losses)} steps, loss {losses[-1]:.3f})"
+            [(messages, completion) for messages, completion, _ in demos],  # no tool listing: cheap
+            demos,  # the SDK's requests, its two tools listed
+            out,
+            args,
+            console,
         )
 
     config = demo_rl_config(
@@ -132,13 +130,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             workers=16,
             # the random collection choice leaves ~0.03; copying names is learned late
             warmup_until_loss=0.05,
-            warmup_max_steps=600,
+            warmup_max_steps=2000,
             mini_batch=32,
             ppo_epochs=2,
             negative_weight=1.0,
         ),
     )
     p.add_argument("--val-repeats", type=int, default=4, help="rollouts per held-out question")
+    add_two_phase_flags(p)
     p.add_argument("--demos", type=int, default=3000, help="warm-up questions (one demonstration per call)")
     return p.parse_args(argv)
 

@@ -25,7 +25,7 @@ COMPANIES = ("Zorbex", "Quantix", "Velora", "Brixon", "Omnira", "Caldex", "Nuvan
 PEOPLE = ("Alice", "Bruno", "Clara", "Dmitri", "Elena", "Farid", "Greta", "Hiro")
 CITIES = ("Paris", "Lima", "Oslo", "Cairo", "Tokyo", "Dublin")
 
-SYSTEM = "Search, then answer with one word."
+SYSTEM = "Name the relation and where to search, search, then answer with one word."
 NO_RESULT = "No result."
 UNKNOWN = "unknown"
 
@@ -39,6 +39,8 @@ TEMPLATES = (
     ("In which city was {e} born?", "born", ("people",)),
 )
 COLLECTIONS = ("companies", "people")
+HOP_WORDS = {"founder_born": ("founder", "born"), "founder": ("founder",), "born": ("born",)}
+"""The relation each hop of a question kind looks up: what the model names before it searches."""
 TOOL_DESCRIPTIONS = {"companies": "Search the company facts.", "people": "Search the people facts."}
 KINDS = ("founder_born", "founder", "born")
 
@@ -203,14 +205,22 @@ def tool_params() -> list[dict[str, Any]]:
     return [Converter.tool_to_openai(tool) for tool in search_tools(make_world(0))]
 
 
+def thought_text(word: str, collection: str) -> str:
+    """What the model says before a search: the hop's relation, then the collection it picks (`founder
+    companies`). The collection is decided right after the word it depends on, where a 2-layer model
+    learns the mapping with RL (as in examples/calc); the call then copies it (taught by the warm-up)."""
+    return f"{word} {collection}"
+
+
 def tool_call_text(collection: str, query: str) -> str:
     """A search call as the model writes it (hermes style, exactly as the chat template renders it back)."""
     call = {"name": tool_name(collection), "arguments": {"query": query}}
     return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
 
 
-Search = tuple[str, str, str]
-"""(collection, query, result) of one search."""
+Search = tuple[str, str, str, str]
+"""(thought, collection, query, result) of one search: the model's words before the call, the call,
+the tool's answer."""
 
 
 def conversation(question: str, searches: list[Search]) -> list[dict[str, Any]]:
@@ -219,13 +229,13 @@ def conversation(question: str, searches: list[Search]) -> list[dict[str, Any]]:
         {"content": SYSTEM, "role": "system"},
         {"role": "user", "content": question},
     ]
-    for i, (collection, query, result) in enumerate(searches):
+    for i, (thought, collection, query, result) in enumerate(searches):
         call_id = f"chatcmpl-tool-{i}"
         function = {"name": tool_name(collection), "arguments": json.dumps({"query": query})}
         messages.append(
             {
                 "role": "assistant",
-                "content": None,
+                "content": thought,
                 "tool_calls": [{"id": call_id, "type": "function", "function": function}],
             }
         )
@@ -233,27 +243,47 @@ def conversation(question: str, searches: list[Search]) -> list[dict[str, Any]]:
     return messages
 
 
+WARMUP_WORLDS = 8
+"""Worlds the warm-up's demonstrations come from: others than the demo's (see `warmup_tasks`)."""
+
+
+def warmup_tasks(seed: int, worlds: int = WARMUP_WORLDS) -> list[RagTask]:
+    """Every question of `worlds` OTHER worlds (same names, other founders and birthplaces): the warm-up
+    asks about every entity in every way, so copying a name is the only way to fit it. Drawn from the
+    demo's own train split, the tiny model memorized each question's name (few questions) and did not
+    copy the name of a held-out question. No fact of the demo's world is shown, and the collection is
+    random: the warm-up does not answer a held-out question."""
+    return [
+        task for k in range(1, worlds + 1) for task in all_tasks(make_world(seed + 1000 * k), seed + 1000 * k)
+    ]
+
+
 def demonstrations(
-    world: World, tasks: list[RagTask], seed: int, count: int
+    tasks: list[RagTask], seed: int, count: int
 ) -> list[tuple[list[dict[str, Any]], str, list[dict[str, Any]]]]:
     """Warm-up data: the format, the number of hops, searching the name (the question's, then the one
     the last sentence gave) and copying the fact of the last sentence into the answer, with WHICH
-    collection to search picked AT RANDOM at every hop: it does not solve the task."""
+    collection to search picked AT RANDOM at every hop: it does not solve the task. Before each call the
+    model names the hop's relation and the collection (`thought_text`), and the call copies that."""
     rng = random.Random(seed)
     tools = tool_params()
+    worlds = {seed: make_world(seed) for seed in {task.world for task in tasks}}
     out = []
     for _ in range(count):
         task = rng.choice(tasks)
+        world = worlds[task.world]
         searches: list[Search] = []
         subject = task.entity
-        for _hop in range(task.hops):
+        for hop in range(task.hops):
             collection = rng.choice(COLLECTIONS)
             result = world.search(collection, subject)
-            out.append((conversation(task.question, searches), tool_call_text(collection, subject), tools))
-            searches.append((collection, subject, result))
+            thought = thought_text(HOP_WORDS[task.kind][hop], collection)
+            call = thought + tool_call_text(collection, subject)
+            out.append((conversation(task.question, searches), call, tools))
+            searches.append((thought, collection, subject, result))
             if result != NO_RESULT:
                 subject = last_word(result)
-        out.append((conversation(task.question, searches), last_word(searches[-1][2]), tools))
+        out.append((conversation(task.question, searches), last_word(searches[-1][3]), tools))
     return out
 
 
@@ -267,4 +297,5 @@ def vocabulary() -> list[str]:
     lines += ["# Tools\n<tools>\n</tools>", "<tool_response>\n</tool_response>"]
     lines += ['To call a tool, answer <tool_call>\n{"name": <name>, "arguments": <object>}\n</tool_call>']
     lines += [tool_call_text(c, w) for c in COLLECTIONS for w in (*COMPANIES, *PEOPLE, *CITIES)]
+    lines += [thought_text(w, c) for words in HOP_WORDS.values() for w in words for c in COLLECTIONS]
     return lines

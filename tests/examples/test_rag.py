@@ -23,6 +23,7 @@ from examples.rag.tasks import (
     conversation,
     demonstrations,
     split_tasks,
+    thought_text,
     tool_call_text,
     tool_params,
     vocabulary,
@@ -57,7 +58,7 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     warm, _ = supervised_warmup(
         base,
-        demonstrations(world, train, SEED, 200),
+        demonstrations(train, SEED, 200),
         root / "warm",
         WarmupConfig(steps=150, batch_size=16, lr=1e-2, seed=SEED),
         show_progress=False,
@@ -79,15 +80,16 @@ def test_warmup_renders_tools_and_tool_calls_as_the_server_does(tmp_path: Path) 
     tokenizer = AutoTokenizer.from_pretrained(model)
     world, train, _ = split_tasks(SEED)
     task = next(t for t in train if t.hops == 2)
-    searches = [("companies", task.entity, world.search("companies", task.entity))]
+    thought = thought_text("founder", "companies")
+    searches = [(thought, "companies", task.entity, world.search("companies", task.entity))]
     messages = conversation(task.question, searches)
     request = ChatCompletionRequest(model="m", messages=messages, tools=tool_params())
     server = chat_encoder(request.messages, True, request.tools)(SimpleNamespace(tokenizer=tokenizer))[0]
     prompt, _ = encode_demonstration(tokenizer, messages, "x", tool_params())
     assert prompt == server
     text = tokenizer.decode(prompt)
-    assert tool_call_text("companies", task.entity) + "<|im_end|>" in text
-    assert searches[0][2] in text and "search_people" in text
+    assert thought + tool_call_text("companies", task.entity) + "<|im_end|>" in text
+    assert searches[0][3] in text and "search_people" in text
 
 
 def read_run(db: Path) -> tuple[dict[str, list[Span]], dict[str, dict]]:
