@@ -87,7 +87,7 @@ def warm_model(args: argparse.Namespace, out: Path, train: list[CalcTask], conso
     demos = demonstrations(train, args.seed, 4000, SYSTEM, tools)  # the tool picked at random in each
     return two_phase_warmup(
         base,
-        [(messages, completion) for messages, completion, *_ in demos],  # ~80 tokens: copies emerge cheaply
+        None,  # phase 1 without the tool listing (~80 tokens): the copies emerge cheaply
         demos,  # AutoGen's prompts: its tools listed in the first call's system turn
         out,
         args,

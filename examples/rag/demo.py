@@ -86,7 +86,7 @@ def main(args: argparse.Namespace) -> None:
         demos = demonstrations(warmup_tasks(args.seed), args.seed, args.demos)
         warm = two_phase_warmup(
             base,
-            [(messages, completion) for messages, completion, _ in demos],  # no tool listing: cheap
+            None,  # phase 1 without the tool listing: cheap
             demos,  # the SDK's requests, its two tools listed
             out,
             args,

@@ -267,7 +267,7 @@ def demonstrations(
     model names the hop's relation and the collection (`thought_text`), and the call copies that."""
     rng = random.Random(seed)
     tools = tool_params()
-    worlds = {seed: make_world(seed) for seed in {task.world for task in tasks}}
+    worlds = {w: make_world(w) for w in {task.world for task in tasks}}
     out = []
     for _ in range(count):
         task = rng.choice(tasks)

@@ -243,8 +243,9 @@ def demonstrations(
         failed = None
         if rng.random() < rewrite_share:
             wrong = rng.choice([c for c in columns if c not in SCHEMAS[task.db][1]])
-            bad_thought = thought_text(task.word, rng.choice(list(AGGREGATES)))
-            bad_sql = sql_for(bad_thought.split()[-1], wrong, task.table)
+            bad_aggregate = rng.choice(list(AGGREGATES))
+            bad_thought = thought_text(task.word, bad_aggregate)
+            bad_sql = sql_for(bad_aggregate, wrong, task.table)
             _, error = run_sql(open_database(task.db, task.variant), bad_sql)
             bad_call = bad_thought + tool_call_text("run_query", {"sql": bad_sql})
             out.append((rendered_writer_messages(source, tools), bad_call))

@@ -36,7 +36,7 @@ def add_two_phase_flags(parser: argparse.ArgumentParser, tools_steps: int = 60) 
 
 def two_phase_warmup(
     base: Path,
-    short: Sequence[Demonstration],
+    short: Sequence[Demonstration] | None,
     full: Sequence[Demonstration],
     out: Path,
     args: argparse.Namespace,
@@ -46,7 +46,10 @@ def two_phase_warmup(
     phase2_batch: int = 16,
 ) -> Path:
     """Warm `base` up on `short` demonstrations (no tool listing), then on `full` (the agent's prompts);
-    return the warmed-up model directory (`out/model-warmup`)."""
+    return the warmed-up model directory (`out/model-warmup`). `short=None`: the `full` demonstrations
+    without their `tools`."""
+    if short is None:
+        short = [demo[:2] for demo in full]
     if args.warmup_phase1_from:
         phase1 = Path(shutil.copytree(args.warmup_phase1_from, out / "model-warmup-short"))
         console.print(f"reusing phase 1 of the warm-up from {args.warmup_phase1_from}")
