@@ -36,7 +36,7 @@ from lightningrl.demo_flags import (  # noqa: E402
     heldout_slices,
     report_heldout,
 )
-from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup  # noqa: E402
+from lightningrl.demo_warmup import add_two_phase_flags, call_checks, two_phase_warmup  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
 from lightningstore import SqlStore  # noqa: E402
 
@@ -91,6 +91,8 @@ def main(args: argparse.Namespace) -> None:
             out,
             args,
             console,
+            # the calls of the demo's own train questions: phase 1 goes on until they copy
+            checks=call_checks(demonstrations(train, args.seed + 1, 32)),
         )
 
     config = demo_rl_config(
@@ -130,14 +132,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             workers=16,
             # the random collection choice leaves ~0.03; copying names is learned late
             warmup_until_loss=0.05,
-            warmup_max_steps=2000,
+            warmup_max_steps=1500,
             mini_batch=32,
             ppo_epochs=2,
             negative_weight=1.0,
         ),
     )
     p.add_argument("--val-repeats", type=int, default=4, help="rollouts per held-out question")
-    add_two_phase_flags(p)
+    add_two_phase_flags(p, until_copied=0.95, restarts=2)
     p.add_argument("--demos", type=int, default=3000, help="warm-up questions (one demonstration per call)")
     return p.parse_args(argv)
 

@@ -38,7 +38,7 @@ from lightningrl.demo_flags import (  # noqa: E402
     demo_rl_config,
     report_heldout,
 )
-from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup  # noqa: E402
+from lightningrl.demo_warmup import add_two_phase_flags, call_checks, two_phase_warmup  # noqa: E402
 from lightningrl.quiet import quiet_third_party  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.warmup import encode_demonstration  # noqa: E402
@@ -111,6 +111,9 @@ def main(args: argparse.Namespace) -> None:
             args,
             console,
             phase1_batch=args.warmup_batch,
+            # the writer's first calls on train questions (no rewrites): phase 1 goes on until they copy
+            checks=call_checks(demonstrations(train, tools, args.seed + 2, 48, rewrite_share=0.0)),
+            short_checks=call_checks(demonstrations(train, None, args.seed + 2, 48, rewrite_share=0.0)),
         )
 
     config = demo_rl_config(
@@ -164,7 +167,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             workers=16,
             # the random aggregate and verdict leave ~0.075; copying the question's words is learned late
             warmup_until_loss=0.085,
-            warmup_max_steps=2000,
+            warmup_max_steps=3000,
             mini_batch=16,
             ppo_epochs=2,
             negative_weight=1.0,
@@ -174,7 +177,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--val-tasks", type=int, default=64, help="held-out tasks sampled for validation")
     p.add_argument("--checker-cases", type=int, default=64)
     p.add_argument("--warmup-batch", type=int, default=32)
-    add_two_phase_flags(p)
+    add_two_phase_flags(p, until_copied=0.95)
     return p.parse_args(argv)
 
 

@@ -37,12 +37,25 @@ class WarmupConfig:
     (copying a number, say) is then learned every time, and quick seeds stop at `steps`."""
     max_steps: int | None = None
     loss_window: int = 30
+    until_copied: float | None = None
+    """Keep going after `steps` until at least this share of the `checks` handed to `supervised_warmup`
+    is copied (checked every `check_every` steps), up to `max_steps`: a copy that has not emerged (a
+    choice carried from the model's own words into its tool call, say) barely shows in the mean loss."""
+    check_every: int = 50
 
     def __post_init__(self) -> None:
-        if self.until_loss is not None and (self.max_steps is None or self.max_steps < self.steps):
-            raise ValueError(
-                f"until_loss needs max_steps >= steps ({self.steps}), got max_steps={self.max_steps!r}"
-            )
+        for name in ("until_loss", "until_copied"):
+            if getattr(self, name) is not None and (self.max_steps is None or self.max_steps < self.steps):
+                raise ValueError(
+                    f"{name} needs max_steps >= steps ({self.steps}), got max_steps={self.max_steps!r}"
+                )
+        if self.until_copied is not None and not 0 < self.until_copied <= 1:
+            raise ValueError(f"until_copied must be in (0, 1], got {self.until_copied!r}")
+
+    @property
+    def open_ended(self) -> bool:
+        """True when a target (loss or copies) may carry training past `steps`."""
+        return (self.until_loss is not None or self.until_copied is not None) and bool(self.max_steps)
 
 
 def encode_demonstration(
@@ -69,6 +82,51 @@ def encode_demonstration(
     return list(prompt), completion_ids
 
 
+@dataclass(frozen=True)
+class CopyCheck:
+    """A demonstration whose completion is fixed once its `prefix` is written: the prefix holds the
+    demonstration's random choice (`plus add`), and the rest must follow from it and the prompt (the tool
+    call copying the choice and the question's words)."""
+
+    demonstration: Demonstration
+    prefix: str = ""
+
+
+EncodedCheck = tuple[list[int], list[int], int]
+"""(prompt ids, completion ids, how many completion ids the prefix takes)."""
+
+
+def encode_check(tokenizer, check: CopyCheck) -> EncodedCheck:
+    prompt, completion = encode_demonstration(tokenizer, *check.demonstration)
+    prefix = tokenizer(check.prefix, add_special_tokens=False)["input_ids"] if check.prefix else []
+    if completion[: len(prefix)] != prefix:
+        raise ValueError(f"CopyCheck.prefix {check.prefix!r} does not tokenize as its completion's start")
+    return prompt, completion, len(prefix)
+
+
+def copied_share(model, tokenizer, checks: Sequence[EncodedCheck]) -> float:
+    """Share of `checks` whose completion after the prefix is the model's greedy choice at every token
+    (teacher-forced, one batched forward pass)."""
+    if not checks:
+        raise ValueError("copied_share needs at least one check")
+    length = max(len(p) + len(c) for p, c, _ in checks)
+    ids = torch.full((len(checks), length), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(checks), length), dtype=torch.long)
+    for row, (p, c, _) in enumerate(checks):
+        ids[row, : len(p) + len(c)] = torch.tensor(p + c)
+        mask[row, : len(p) + len(c)] = 1
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        predicted = model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
+    model.train(was_training)
+    copied = 0
+    for row, (p, c, start) in enumerate(checks):
+        guesses = predicted[row, len(p) + start - 1 : len(p) + len(c) - 1].tolist()
+        copied += guesses == c[start:]
+    return copied / len(checks)
+
+
 def warmup_cosine(step: int, total: int, warmup_fraction: float = 0.05, floor: float = 0.1) -> float:
     """LR multiplier: linear warm-up, then cosine decay to `floor`."""
     import math
@@ -89,8 +147,11 @@ def supervised_warmup(
     show_progress: bool = True,
     console: Console | None = None,
     report_every: int | None = None,
+    checks: Sequence[CopyCheck] = (),
 ) -> tuple[Path, list[float]]:
     """Fine-tune on completions only (prompt tokens masked); save an HF directory; return (dir, losses).
+
+    `checks` are what `config.until_copied` measures (`copied_share`); their share shows in the progress.
 
     Progress: a bar on a terminal; otherwise a line every `report_every` steps (default: a tenth of
     them) with the loss and the steps per second since the last line."""
@@ -102,11 +163,14 @@ def supervised_warmup(
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     encoded = [encode_demonstration(tokenizer, *demonstration) for demonstration in demonstrations]
+    encoded_checks = [encode_check(tokenizer, check) for check in checks]
+    if config.until_copied is not None and not encoded_checks:
+        raise ValueError("WarmupConfig.until_copied needs checks")
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, config.steps))
     pad = tokenizer.pad_token_id
     losses: list[float] = []
-    limit = config.max_steps if config.until_loss is not None and config.max_steps else config.steps
+    limit = config.max_steps if config.open_ended and config.max_steps else config.steps
     every = report_every or max(1, config.steps // 10)
     progress = StepProgress(
         console or Console(),
@@ -119,9 +183,14 @@ def supervised_warmup(
     )
     with progress:
         rate = _StepRate()
+        copied = ""
         for step in range(limit):
             if step >= config.steps and _converged(losses, config):
-                break
+                if not encoded_checks or (step - config.steps) % config.check_every == 0:
+                    share = copied_share(model, tokenizer, encoded_checks) if encoded_checks else 1.0
+                    copied = f"  copied {share:.2f}" if encoded_checks else ""
+                    if config.until_copied is None or share >= config.until_copied:
+                        break
             batch = rng.sample(encoded, min(config.batch_size, len(encoded)))
             length = max(len(p) + len(c) for p, c in batch)
             ids = torch.full((len(batch), length), pad, dtype=torch.long)
@@ -139,7 +208,7 @@ def supervised_warmup(
             optimizer.step()
             schedule.step()
             losses.append(loss.item())
-            progress.advance(f"loss {losses[-1]:.3f}  {rate.tick(every):.1f} steps/s")
+            progress.advance(f"loss {losses[-1]:.3f}{copied}  {rate.tick(every):.1f} steps/s")
     out = Path(out_dir)
     model.eval()
     with quiet_third_party():

@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 from lightningrl.demo_flags import DemoDefaults, add_demo_flags
 from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup
 from lightningrl.tinylm import build_tiny_model
+from lightningrl.warmup import CopyCheck
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 MESSAGES = [{"role": "user", "content": "add 1 2"}]
@@ -48,3 +49,34 @@ def test_two_phase_warmup_trains_both_phases_and_can_reuse_phase_one(tmp_path: P
     assert f"reusing phase 1 of the warm-up from {short}" in text.getvalue()
     copied = weights(tmp_path / "again" / "model-warmup-short")
     assert all(torch.equal(copied[k], middle[k]) for k in middle) and (again / "config.json").exists()
+
+
+def test_phase_one_goes_on_until_the_copies_hold_and_restarts_from_fresh_weights_if_they_do_not(
+    tmp_path: Path,
+) -> None:
+    base = build_tiny_model(
+        tmp_path / "base", tokenizer_kind="word", extra_text=["add 1 2 3 4"], hidden_size=16, num_layers=1
+    )
+    p = argparse.ArgumentParser()
+    add_demo_flags(p, DemoDefaults(output="runs/x", warmup_steps=4, warmup_max_steps=60))
+    add_two_phase_flags(p, tools_steps=1, until_copied=1.0, restarts=1)
+    args = p.parse_args([])
+    demos = [(MESSAGES, "3", TOOLS)] * 4
+    text = io.StringIO()
+    console = Console(file=text, width=200)
+
+    two_phase_warmup(base, None, demos, tmp_path / "ok", args, console, checks=[CopyCheck(demos[0])])
+    lines = text.getvalue().splitlines()
+    phase1 = next(line for line in lines if line.startswith("warm-up phase 1"))
+    assert phase1.endswith("copied 1.00 of 1 checks") and "restarting" not in text.getvalue()
+    assert 4 < int(phase1.split(": ")[1].split(" steps")[0]) < 60  # past `steps`, stopped once copied
+
+    text.truncate(0)
+    never = [CopyCheck((MESSAGES, "4", TOOLS))]  # the demonstrations say 3: never copied
+    two_phase_warmup(base, None, demos, tmp_path / "no", args, console, checks=never)
+    out = text.getvalue()
+    assert out.count("warm-up phase 1 (no tool listing): 60 steps") == 2
+    assert "restarting from fresh weights (model seed 1000)" in out
+    assert "warning: RL starts from a warm-up that does not copy reliably" in out
+    restarted = weights(tmp_path / "no" / "model-base-1")
+    assert any(not torch.equal(restarted[k], weights(base)[k]) for k in restarted)  # other weights
