@@ -159,20 +159,32 @@ def plot(experiment: Experiment, results: list[RunResult], path: Path) -> None:
     plt.close(fig)
 
 
+def chosen_experiments(only: str) -> list[Experiment]:
+    """The demos `--only` names (comma-separated), in the order given; all of them for ""."""
+    names = list(dict.fromkeys(name for name in only.split(",") if name))
+    unknown = set(names) - {e.name for e in EXPERIMENTS}
+    if unknown:
+        raise KeyError(f"--only: unknown demo(s) {sorted(unknown)}")
+    by_name = {e.name: e for e in EXPERIMENTS}
+    return [by_name[name] for name in names] if names else list(EXPERIMENTS)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=3, help="runs per demo, seeds 0..runs-1")
     parser.add_argument(
-        "--only", default="", help="comma-separated demos: " + ",".join(e.name for e in EXPERIMENTS)
+        "--only",
+        default="",
+        help="comma-separated demos, run in that order: " + ",".join(e.name for e in EXPERIMENTS),
     )
     parser.add_argument("--output", default="runs/experiments")
     args, extra = parser.parse_known_args(argv)
-    chosen = [e for e in EXPERIMENTS if not args.only or e.name in args.only.split(",")]
-    unknown = set(filter(None, args.only.split(","))) - {e.name for e in EXPERIMENTS}
-    if unknown:
-        parser.error(f"--only: unknown demo(s) {sorted(unknown)}")
+    try:
+        chosen = chosen_experiments(args.only)
+    except KeyError as error:
+        parser.error(str(error.args[0]))
     output = Path(args.output).resolve()
     output.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

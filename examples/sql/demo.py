@@ -177,7 +177,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--val-tasks", type=int, default=64, help="held-out tasks sampled for validation")
     p.add_argument("--checker-cases", type=int, default=64)
     p.add_argument("--warmup-batch", type=int, default=32)
-    add_two_phase_flags(p, until_copied=0.95)
+    add_two_phase_flags(p, until_copied=0.95, restarts=1)
     return p.parse_args(argv)
 
 

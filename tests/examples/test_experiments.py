@@ -58,3 +58,12 @@ def test_an_unknown_demo_is_refused_by_name() -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "unknown demo(s) ['chess']" in done.stderr
+
+
+def test_only_runs_the_named_demos_in_the_order_given() -> None:
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+    from experiments import EXPERIMENTS, chosen_experiments
+
+    assert [e.name for e in chosen_experiments("sql,rag,calc")] == ["sql", "rag", "calc"]
+    assert [e.name for e in chosen_experiments("rag,rag")] == ["rag"]
+    assert chosen_experiments("") == list(EXPERIMENTS)
