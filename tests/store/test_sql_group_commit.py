@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lightningstore import ConflictError, NotFoundError, RewardIn, SpanIn, SqlStore
+from lightningstore import ConflictError, NotFoundError, RewardIn, RolloutRequest, SpanIn, SqlStore
 
 
 def span(rollout_id: str, attempt_id: str, span_id: str) -> SpanIn:
@@ -21,9 +22,17 @@ async def test_a_failing_call_rolls_back_only_itself(tmp_path: Path) -> None:
         a = await store.start_rollout(1)
         b = await store.start_rollout(2)
         await store.add_reward(RewardIn(rollout_id=a.rollout_id, value=1.0, reward_id="rw-1"))
-        # Hold the writer so the calls below queue up and run as one group.
+        # Hold the writer (a heavy call runs on a helper thread) so the calls below queue up and run as one group.
         gate = threading.Event()
-        blocker = asyncio.ensure_future(store.database.write(lambda conn: gate.wait(10)))
+        groups: list[int] = []
+        run_group = store.database._run_group
+
+        def counting(calls: list[Any]) -> None:
+            groups.append(len(calls))
+            run_group(calls)
+
+        store.database._group_writer._run_group = counting  # type: ignore[union-attr]
+        blocker = asyncio.ensure_future(store.database.write(lambda conn: gate.wait(10), rows=10_000))
         await asyncio.sleep(0.05)
         calls = [
             asyncio.ensure_future(store.add_many_spans([span(a.rollout_id, a.attempt_id, "ok-a")])),
@@ -43,6 +52,7 @@ async def test_a_failing_call_rolls_back_only_itself(tmp_path: Path) -> None:
         gate.set()
         await blocker
         results = await asyncio.gather(*calls, return_exceptions=True)
+        assert groups == [1, 5]
         assert isinstance(results[1], NotFoundError)
         assert isinstance(results[2], ConflictError)
         assert [s.span_id for s in results[0]] == ["ok-a"]
@@ -61,3 +71,50 @@ async def test_writes_after_close_are_refused(tmp_path: Path) -> None:
     await store.close()
     with pytest.raises(RuntimeError, match="closed"):
         await store.enqueue_rollout(2)
+
+
+async def test_the_writes_of_one_loop_turn_commit_together_on_the_loop_thread(tmp_path: Path) -> None:
+    store = SqlStore(tmp_path / "store.db")
+    try:
+        await store.enqueue_rollout(0)  # schema and connection ready
+        threads: list[tuple[str, int]] = []
+        run_group = store.database._run_group
+
+        def recording(calls: list[Any]) -> None:
+            threads.append((threading.current_thread().name, len(calls)))
+            run_group(calls)
+
+        store.database._group_writer._run_group = recording  # type: ignore[union-attr]
+        many = await asyncio.gather(*(store.enqueue_rollout(i) for i in range(1, 11)))
+        assert threads == [(threading.current_thread().name, 10)]
+        big = await store.enqueue_many_rollouts([RolloutRequest(input=i) for i in range(300)])
+        assert threads[-1][0].startswith("lightningstore-write") and threads[-1][1] == 1
+        # a light write queued while the heavy one commits follows it, and nothing is lost
+        heavy = asyncio.ensure_future(
+            store.enqueue_many_rollouts([RolloutRequest(input=i) for i in range(300)])
+        )
+        await asyncio.sleep(0)
+        light = await store.enqueue_rollout("after")
+        assert heavy.done() and len(heavy.result()) == 300
+        rollouts = await store.query_rollouts()
+        assert len(rollouts) == 1 + len(many) + len(big) + 300 + 1
+        assert rollouts[-1].rollout_id == light.rollout_id
+    finally:
+        await store.close()
+
+
+async def test_close_waits_for_queued_writes(tmp_path: Path) -> None:
+    store = SqlStore(tmp_path / "store.db")
+    await store.enqueue_rollout(0)
+    pending = [asyncio.ensure_future(store.enqueue_rollout(i)) for i in range(1, 6)]
+    pending.append(
+        asyncio.ensure_future(store.enqueue_many_rollouts([RolloutRequest(input=i) for i in range(300)]))
+    )
+    await asyncio.sleep(0)  # submitted, not yet committed
+    await store.close()
+    assert all(p.done() and p.exception() is None for p in pending)
+    reopened = SqlStore(tmp_path / "store.db")
+    try:
+        assert len(await reopened.query_rollouts()) == 1 + 5 + 300
+    finally:
+        await reopened.close()

@@ -1,14 +1,16 @@
 """SqlDatabase: the engine, its worker threads, and the read and write transactions on them.
 
 SqlStore's parts and the gate's SqlGateRecords run every transaction through one SqlDatabase, so
-on SQLite all their writes share one writer thread.
+on SQLite all their writes share one group-committing writer.
 
-The public API is async; each call runs as ONE synchronous transaction on a worker thread.
-Measured here: an aiosqlite statement through SQLAlchemy's async engine costs ~300 us, a
-synchronous one ~13 us (~2 us through `Prepared` on SQLite) and a thread hop ~65 us, so a
-whole transaction per hop is ~10x faster. SQLite gets a single writer thread (its one-writer
-rule, without spinning on busy locks) that commits the write calls queued behind each other
-together (group_commit), and a thread that checkpoints its WAL (checkpoint).
+The public API is async; each call runs as ONE synchronous transaction. Measured here: an
+aiosqlite statement through SQLAlchemy's async engine costs ~300 us, a synchronous one ~13 us
+(~2 us through `Prepared` on SQLite) and a thread hop ~65 us, so a whole transaction per hop is
+~10x faster. Reads (and every PostgreSQL transaction) run on worker threads. SQLite's writes (its
+one-writer rule, without spinning on busy locks) are committed together, a loop turn's worth at a
+time, on the event loop's own thread: a write is a few short statements, and the hop to a writer
+thread and back cost more than the statements (group_commit). A thread checkpoints the WAL
+(checkpoint).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from lightningstore.sql.engine import WRITE_OPTION, create_engine
 from lightningstore.sql.group_commit import Call, GroupCommitWriter
 
 T = TypeVar("T")
+HEAVY_ROWS = 256
+"""A SQLite write call of more rows than this commits off the event loop, which keeps serving."""
 
 
 def new_id(prefix: str) -> str:
@@ -172,10 +176,12 @@ class SqlDatabase:
         """Run `fn(conn)` in one read transaction on a worker thread."""
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._read_tx, fn)
 
-    async def write(self, fn: Callable[[sa.Connection], T]) -> T:
-        """Run `fn(conn)` in one write transaction (all or nothing); returns after its commit."""
+    async def write(self, fn: Callable[[sa.Connection], T], *, rows: int = 1) -> T:
+        """Run `fn(conn)` in one write transaction (all or nothing); returns after its commit. On
+        SQLite it joins the group committed at the end of this event-loop turn, on the loop's thread,
+        unless it writes more than HEAVY_ROWS `rows` (then on a helper thread: group_commit)."""
         if self._group_writer is not None:
-            result: T = await self._group_writer.submit(fn)
+            result: T = await self._group_writer.submit(fn, heavy=rows > HEAVY_ROWS)
             return result
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._write_tx, fn)
 

@@ -85,7 +85,7 @@ class SqlRollouts:
                 q.INSERT_ROLLOUT.run(conn, new_rows)
             return result
 
-        return await self._db.write(_tx)
+        return await self._db.write(_tx, rows=len(rows))
 
     def _existing(self, conn: sa.Connection, ids: list[str]) -> dict[str, Rollout]:
         """The stored rollouts among `ids`: one prepared lookup per id on SQLite (or for one id), else one IN query."""

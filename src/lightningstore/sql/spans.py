@@ -71,7 +71,7 @@ class SqlSpans:
         batch = SpanBatch.of(spans)
         if not batch.unique:
             return []
-        stored = await self._db.write(lambda conn: self.store_spans(conn, batch))
+        stored = await self._db.write(lambda conn: self.store_spans(conn, batch), rows=len(batch.rows))
         return [stored[(s.attempt_id, s.span_id)] for s in batch.spans]
 
     def store_spans(self, conn: sa.Connection, batch: SpanBatch) -> dict[SpanKey, Span]:
