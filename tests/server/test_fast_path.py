@@ -237,3 +237,27 @@ async def test_hot_routes_are_answered_ahead_of_the_stack_only_when_no_middlewar
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://s") as http:
         assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
     assert early == []
+
+
+def test_fastapi_telemetry_is_asked_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    import lightningstore.server.app as app_module
+
+    class Native:
+        def __init__(self) -> None:
+            self.asked = 0
+            self.on = False
+
+        def enabled(self) -> bool:
+            self.asked += 1
+            return self.on
+
+    app = app_module.StoreApp()
+    native = Native()
+    app._native_telemetry = native  # type: ignore[attr-defined]
+    clock = [100.0]
+    monkeypatch.setattr(app_module.time, "monotonic", lambda: clock[0])
+    assert app_module._telemetry_on(app) is False and app_module._telemetry_on(app) is False
+    assert native.asked == 1
+    native.on = True  # a tracer provider configured while the server runs
+    clock[0] += app_module.TELEMETRY_RECHECK_SECONDS
+    assert app_module._telemetry_on(app) is True and native.asked == 2

@@ -34,6 +34,7 @@ from lightningstore.sql.engine import WRITE_OPTION, create_engine
 from lightningstore.sql.group_commit import Call, GroupCommitWriter
 
 T = TypeVar("T")
+_TOO_BIG = object()
 HEAVY_ROWS = 256
 """A SQLite write call of more rows than this commits off the event loop, which keeps serving."""
 
@@ -172,8 +173,17 @@ class SqlDatabase:
     def _write_tx(self, fn: Callable[[sa.Connection], T]) -> T:
         return self._run_tx(fn, write=True)
 
-    async def read(self, fn: Callable[[sa.Connection], T]) -> T:
-        """Run `fn(conn)` in one read transaction on a worker thread."""
+    async def read(
+        self, fn: Callable[[sa.Connection], T], *, small: Callable[[sa.Connection], bool] | None = None
+    ) -> T:
+        """Run `fn(conn)` in one read transaction on a worker thread. On SQLite, when `small(conn)`
+        (asked first, in the same transaction) says the answer is small, at once on the calling
+        thread instead: WAL readers never wait for the writer, and the hop to a worker thread and
+        back costs more than a small read (and, under load, waits for the GIL behind the loop)."""
+        if small is not None and self._is_sqlite:
+            found = self._read_tx(lambda conn: fn(conn) if small(conn) else _TOO_BIG)
+            if found is not _TOO_BIG:
+                return found  # type: ignore[return-value]
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._read_tx, fn)
 
     async def write(self, fn: Callable[[sa.Connection], T], *, rows: int = 1) -> T:

@@ -26,6 +26,10 @@ from lightningstore.store import RolloutSortKey
 SORT_COLUMNS = {"enqueue_time", "start_time", "end_time", "rollout_id", "status"}
 
 
+INLINE_SPANS = 32
+"""A rollout with at most this many spans is read at once on the caller's thread (SqlDatabase.read)."""
+
+
 @cache
 def _spans_query(attempt: bool, name: bool, after: bool, limit: bool) -> Prepared:
     """The span query for one combination of filters, built once (its values are parameters)."""
@@ -141,7 +145,11 @@ class SqlQueries:
                 params["attempt_id"] = latest.attempt_id
             return [span_from_row(r) for r in query.run(conn, params).rows]
 
-        return await self._db.read(_tx)
+        def small(conn: sa.Connection) -> bool:
+            count = q.COUNT_ROLLOUT_SPANS.run(conn, {"rollout_id": rollout_id}).rows[0]["n"]
+            return bool(count <= INLINE_SPANS)
+
+        return await self._db.read(_tx, small=small)
 
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
         query = sa.select(t.rewards).where(t.rewards.c.rollout_id == rollout_id)

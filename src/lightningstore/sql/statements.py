@@ -168,6 +168,9 @@ def _insert_spans(insert: Callable[[sa.Table], Any]) -> Prepared:
     return Prepared(stmt, column_keys=SPAN_COLUMNS)
 
 
+COUNT_ROLLOUT_SPANS = Prepared(
+    sa.select(sa.func.count().label("n")).select_from(S).where(S.c.rollout_id == _b("rollout_id"))
+)
 INSERT_SPANS = {"sqlite": _insert_spans(sqlite.insert), "postgresql": _insert_spans(postgresql.insert)}
 SELECT_SPANS_BY_ID = sa.select(S).where(
     S.c.attempt_id == _b("attempt_id"), S.c.span_id.in_(_b("span_ids", expanding=True))
