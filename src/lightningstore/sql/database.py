@@ -16,9 +16,9 @@ thread and back cost more than the statements (group_commit). A thread checkpoin
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -40,7 +40,7 @@ HEAVY_ROWS = 256
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+    return f"{prefix}-{os.urandom(8).hex()}"  # as random as uuid4().hex[:16], a fifth of the cost
 
 
 def parse_enum(kind: Callable[[Any], T], value: Any, field: str) -> T:

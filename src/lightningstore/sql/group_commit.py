@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +51,7 @@ class Call:
 class _LoopQueue:
     """The calls queued on one event loop, and whether a flush is due or a heavy call runs."""
 
+    loop: asyncio.AbstractEventLoop
     calls: deque[Call] = field(default_factory=deque)
     scheduled: bool = False
     busy: bool = False
@@ -63,9 +63,8 @@ class GroupCommitWriter:
     def __init__(self, run_group: Callable[[list[Call]], None], name: str = "lightningstore-write") -> None:
         self._run_group = run_group
         self._name = name
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._queues: dict[asyncio.AbstractEventLoop, _LoopQueue] = {}
+        """The loops with calls queued or running (an entry goes once its queue is drained)."""
         self._closed = False
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -80,7 +79,7 @@ class GroupCommitWriter:
                 raise RuntimeError("the store is closed")
             queue = self._queues.get(loop)
             if queue is None:
-                queue = self._queues[loop] = _LoopQueue()
+                queue = self._queues[loop] = _LoopQueue(loop)
             queue.calls.append(call)
             if not (queue.scheduled or queue.busy):
                 queue.scheduled = True
@@ -107,8 +106,10 @@ class GroupCommitWriter:
         while True:
             with self._lock:
                 queue.scheduled = False
-                if not queue.calls or queue.busy:
-                    self._idle.notify_all()
+                if queue.busy:
+                    return
+                if not queue.calls:
+                    self._forget(queue)
                     return
                 if queue.calls[0].heavy:
                     call = queue.calls.popleft()
@@ -130,8 +131,14 @@ class GroupCommitWriter:
             if queue.calls and not queue.scheduled:
                 queue.scheduled = True
                 call.loop.call_soon(self._flush, queue)
-            else:
-                self._idle.notify_all()
+            elif not queue.calls:
+                self._forget(queue)
+
+    def _forget(self, queue: _LoopQueue) -> None:
+        """Drop a drained queue (under the lock); the next call on its loop starts a new one."""
+        if self._queues.get(queue.loop) is queue:
+            del self._queues[queue.loop]
+        self._idle.notify_all()
 
     def _run(self, calls: list[Call]) -> None:
         try:
