@@ -10,8 +10,8 @@ each call keeps all-or-nothing semantics.
 The group runs on the event loop's own thread, at the end of the loop turn in which its first
 call was queued (the calls queued in that turn join it). It used to run on a writer thread: each
 call then paid a hand-off to that thread and a wake-up back, and the two threads fought over the
-GIL (measured on the store workload, bench/store_vs_agl.py: in process 1.4x the rollouts/s with
-~30% less CPU per rollout, over HTTP +10-20%). A call its caller marks `heavy` (a large batch)
+GIL (measured on the store workload, bench/store_vs_agl.py, old and new code alternating: in
+process +10-42% rollouts/s and ~30% less CPU per rollout, over HTTP +4-20%; bench/README.md). A call its caller marks `heavy` (a large batch)
 runs on a helper thread instead, so the loop keeps serving while it commits; calls queued on that
 loop meanwhile wait for it and follow. Several event loops (threads) sharing one store each run
 their own groups, and SQLite's lock makes them take turns.
@@ -121,7 +121,7 @@ class GroupCommitWriter:
             self._run(group)
             _resolve(group)
         helper = self._helper_pool()
-        done = call.loop.run_in_executor(helper, self._run, [call])
+        done = queue.loop.run_in_executor(helper, self._run, [call])
         done.add_done_callback(lambda _: self._after_heavy(queue, call))
 
     def _after_heavy(self, queue: _LoopQueue, call: Call) -> None:
@@ -130,7 +130,7 @@ class GroupCommitWriter:
             queue.busy = False
             if queue.calls and not queue.scheduled:
                 queue.scheduled = True
-                call.loop.call_soon(self._flush, queue)
+                queue.loop.call_soon(self._flush, queue)
             elif not queue.calls:
                 self._forget(queue)
 
