@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lightningstore import ConflictError, NotFoundError, RewardIn, RolloutRequest, SpanIn, SqlStore
+from lightningstore.sql.group_commit import MAX_WAIT_TURNS, GroupCommitWriter
 
 
 def span(rollout_id: str, attempt_id: str, span_id: str) -> SpanIn:
@@ -118,3 +119,27 @@ async def test_close_waits_for_queued_writes(tmp_path: Path) -> None:
         assert len(await reopened.query_rollouts()) == 1 + 5 + 300
     finally:
         await reopened.close()
+
+
+async def test_a_group_waits_a_few_turns_while_calls_keep_arriving_and_a_lone_call_does_not() -> None:
+    sizes: list[int] = []
+    writer = GroupCommitWriter(lambda calls: sizes.append(len(calls)))
+    loop = asyncio.get_running_loop()
+    futures: list[asyncio.Future[Any]] = []
+
+    def submit_two(turns_left: int) -> None:
+        futures.extend(writer.submit(lambda conn: None) for _ in range(2))
+        if turns_left:
+            loop.call_soon(submit_two, turns_left - 1)
+
+    submit_two(5)  # two calls a loop turn, for six turns
+    while len(futures) < 12 or not all(f.done() for f in futures):
+        await asyncio.sleep(0)
+    # The first group waits MAX_WAIT_TURNS turns (calls kept coming), then commits; the rest wait
+    # until a turn brings nothing new.
+    assert sizes == [2 * (MAX_WAIT_TURNS + 1), 12 - 2 * (MAX_WAIT_TURNS + 1)]
+
+    lone = writer.submit(lambda conn: None)
+    await asyncio.sleep(0)  # one loop turn: the flush scheduled by the submit has run
+    assert lone.done() and sizes[-1] == 1
+    writer.close()
