@@ -1,4 +1,4 @@
-"""SQLite reads: a small rollout's spans are read at once on the caller's thread, a large one's on a worker."""
+"""SQLite reads: small answers (few spans, one row by key) run on the caller's thread, large ones on a worker."""
 
 from __future__ import annotations
 
@@ -38,5 +38,29 @@ async def test_a_small_read_runs_on_the_calling_thread_and_a_large_one_on_a_work
         # asked on this thread first (too big), then read on a worker
         assert threads[1] == threading.current_thread().name
         assert threads[2].startswith("lightningstore-read")
+    finally:
+        await store.close()
+
+
+async def test_one_row_lookups_run_on_the_calling_thread_and_lists_on_a_worker(tmp_path: Path) -> None:
+    store = SqlStore(tmp_path / "store.db")
+    try:
+        claimed = await store.start_rollout("one")
+        threads: list[str] = []
+        read_tx = store.database._read_tx
+
+        def recording(fn: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return read_tx(fn)
+
+        store.database._read_tx = recording  # type: ignore[method-assign]
+        rollout = await store.get_rollout_by_id(claimed.rollout_id)
+        latest = await store.get_latest_attempt(claimed.rollout_id)
+        assert rollout is not None and rollout.input == "one"
+        assert latest is not None and latest.attempt_id == claimed.attempt_id
+        assert await store.get_rollout_by_id("ro-missing") is None
+        assert threads == [threading.current_thread().name] * 3
+        assert [r.rollout_id for r in await store.query_rollouts()] == [claimed.rollout_id]
+        assert threads[3].startswith("lightningstore-read")
     finally:
         await store.close()

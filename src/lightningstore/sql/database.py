@@ -174,13 +174,16 @@ class SqlDatabase:
         return self._run_tx(fn, write=True)
 
     async def read(
-        self, fn: Callable[[sa.Connection], T], *, small: Callable[[sa.Connection], bool] | None = None
+        self, fn: Callable[[sa.Connection], T], *, small: bool | Callable[[sa.Connection], bool] = False
     ) -> T:
-        """Run `fn(conn)` in one read transaction on a worker thread. On SQLite, when `small(conn)`
-        (asked first, in the same transaction) says the answer is small, at once on the calling
-        thread instead: WAL readers never wait for the writer, and the hop to a worker thread and
-        back costs more than a small read (and, under load, waits for the GIL behind the loop)."""
-        if small is not None and self._is_sqlite:
+        """Run `fn(conn)` in one read transaction on a worker thread. On SQLite, when the answer is
+        small (`small=True`: one row by key; or `small(conn)`, asked first in the same transaction,
+        says so), at once on the calling thread instead: WAL readers never wait for the writer, and
+        the hop to a worker thread and back costs more than a small read (and, under load, waits
+        for the GIL behind the loop)."""
+        if small is True and self._is_sqlite:
+            return self._read_tx(fn)
+        if callable(small) and self._is_sqlite:
             found = self._read_tx(lambda conn: fn(conn) if small(conn) else _TOO_BIG)
             if found is not _TOO_BIG:
                 return found  # type: ignore[return-value]

@@ -55,7 +55,7 @@ class SqlQueries:
             row = q.SELECT_ROLLOUT.run(conn, {"rollout_id": rollout_id}).first()
             return rollout_from_row(row) if row is not None else None
 
-        return await self._db.read(_tx)
+        return await self._db.read(_tx, small=True)
 
     async def query_rollouts(
         self,
@@ -113,7 +113,7 @@ class SqlQueries:
         return await self._db.read(_tx)
 
     async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
-        return await self._db.read(lambda conn: self._life.latest_attempt(conn, rollout_id))
+        return await self._db.read(lambda conn: self._life.latest_attempt(conn, rollout_id), small=True)
 
     async def query_spans(
         self,

@@ -190,7 +190,7 @@ class SqlResources:
         def _tx(conn: sa.Connection) -> Any:
             return self._get_version(conn, version_id)
 
-        return await self._db.read(_tx)
+        return await self._db.read(_tx, small=True)
 
     def _pointer_version_id(self, conn: sa.Connection, name: str, pointer: Pointer) -> str | None:
         query = sa.select(t.resource_pointers.c.version_id).where(
@@ -205,7 +205,7 @@ class SqlResources:
             version_id = self._pointer_version_id(conn, name, which)
             return self._get_version(conn, version_id) if version_id else None
 
-        return await self._db.read(_tx)
+        return await self._db.read(_tx, small=True)
 
     async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
         query = sa.select(t.resource_versions).order_by(t.resource_versions.c.seq)
