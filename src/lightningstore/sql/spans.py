@@ -15,11 +15,13 @@ from lightningstore.span import Span, SpanIn
 from lightningstore.sql import statements as q
 from lightningstore.sql.database import SqlDatabase, new_id
 from lightningstore.sql.lifecycle import SqlLifecycle
-from lightningstore.sql.rows import attempt_from_row, reward_from_row, span_from_row
+from lightningstore.sql.rows import Row, reward_from_row, span_from_row
 from lightningstore.status import AttemptStatus
 
 SpanKey = tuple[str, str]
 """(attempt_id, span_id): what makes a span unique."""
+_WAKING = (AttemptStatus.PREPARING.value, AttemptStatus.UNRESPONSIVE.value)
+"""The attempt statuses a span moves (its first span, or one after a silence)."""
 
 
 def span_row(span: SpanIn) -> dict[str, Any]:
@@ -78,12 +80,12 @@ class SqlSpans:
         """Insert a batch inside a write transaction: check and touch each attempt, wake preparing ones."""
         # One statement per attempt checks it and records the spans as its heartbeat.
         now = self._db.now()
-        attempts: dict[str, Attempt] = {}
+        owners: dict[str, Row] = {}
         for attempt_id in batch.attempt_ids:
             row = q.TOUCH_ATTEMPT.run(conn, {"p_attempt_id": attempt_id, "p_time": now}).first()
             if row is not None:
-                attempts[attempt_id] = attempt_from_row(row)
-        self._check_span_owners(batch.unique.values(), attempts)
+                owners[attempt_id] = row
+        self._check_span_owners(batch.unique.values(), owners)
         stored: dict[SpanKey, Span] = {}
         for r in q.INSERT_SPANS[self._db.dialect].run(conn, batch.rows).rows:
             key = (r["attempt_id"], r["span_id"])
@@ -92,20 +94,23 @@ class SqlSpans:
         repeats = [key for key in batch.unique if key not in stored]
         if repeats:  # a repeat returns the stored copy, not the one sent again
             stored.update(self._select_spans(conn, repeats))
-        for attempt in attempts.values():
-            self._wake_by_span(conn, attempt)
+        for owner in owners.values():
+            if owner["status"] in _WAKING:
+                self._wake_by_span(
+                    conn, self._life.get_attempt(conn, owner["rollout_id"], owner["attempt_id"])
+                )
         return stored
 
     @staticmethod
-    def _check_span_owners(spans: Any, attempts: dict[str, Attempt]) -> None:
+    def _check_span_owners(spans: Any, owners: dict[str, Row]) -> None:
         for span in spans:
-            attempt = attempts.get(span.attempt_id)
-            if attempt is None:
+            owner = owners.get(span.attempt_id)
+            if owner is None:
                 raise NotFoundError("attempt", span.attempt_id)
-            if attempt.rollout_id != span.rollout_id:
+            if owner["rollout_id"] != span.rollout_id:
                 raise InvalidInputError(
                     "rollout_id",
-                    f"attempt {span.attempt_id!r} belongs to rollout {attempt.rollout_id!r}, not {span.rollout_id!r}",
+                    f"attempt {span.attempt_id!r} belongs to rollout {owner['rollout_id']!r}, not {span.rollout_id!r}",
                 )
 
     def _wake_by_span(self, conn: sa.Connection, attempt: Attempt) -> None:

@@ -119,8 +119,8 @@ SET_ATTEMPT_END = Prepared(
     .where(A.c.attempt_id == _b("p_attempt_id"))
     .values(status=_b("p_status"), end_time=_b("p_end_time"), failure_reason=_b("p_failure_reason"))
 )
-# A span is a heartbeat of its attempt unless the attempt has ended; the row comes back either
-# way, to check the spans against it.
+# A span is a heartbeat of its attempt unless the attempt has ended; its owner and status come
+# back either way, to check the spans against it.
 TOUCH_ATTEMPT = Prepared(
     sa.update(A)
     .where(A.c.attempt_id == _b("p_attempt_id"))
@@ -130,7 +130,7 @@ TOUCH_ATTEMPT = Prepared(
             else_=_b("p_time", type_=t.Time),
         )
     )
-    .returning(*A.c)
+    .returning(A.c.attempt_id, A.c.rollout_id, A.c.status)
 )
 _TIMEOUT = R.c.config["timeout_seconds"].as_float()
 _UNRESPONSIVE = R.c.config["unresponsive_seconds"].as_float()
