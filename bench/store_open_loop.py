@@ -53,14 +53,15 @@ class Workload:
         self.span_index = itertools.count()
 
     async def prepare(self, attempts: int) -> None:
-        """Claimed attempts to add spans to and to finish, and finished rollouts (with spans) to query."""
+        """Claimed attempts to add spans to and to finish, and rollouts of S=6 spans to query (apart
+        from the ones spans are added to, so that a query's answer stays one rollout's size)."""
         await self.client.enqueue_many_rollouts(
-            [RolloutRequest(input={"i": i}) for i in range(attempts + 64)]
+            [RolloutRequest(input={"i": i}) for i in range(attempts + 96)]
         )
-        claimed = await self.client.dequeue_many_rollouts(attempts + 64)
+        claimed = await self.client.dequeue_many_rollouts(attempts + 96)
         pairs = [(c.rollout_id, c.attempt.attempt_id) for c in claimed]
-        self.running, self.to_finish = pairs[:64], pairs[64:]
-        for rollout_id, attempt_id in self.running[:32]:
+        self.running, queried, self.to_finish = pairs[:64], pairs[64:96], pairs[96:]
+        for rollout_id, attempt_id in queried:
             spans = [self._span(rollout_id, attempt_id) for _ in range(6)]
             await self.client.add_many_spans(spans)
             self.finished.append(rollout_id)
