@@ -19,6 +19,7 @@ class InvalidInputError(StoreError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.reason = message
 
 
 class NotFoundError(StoreError, LookupError):

@@ -146,3 +146,11 @@ async def test_batch_read_id_limit_over_http(sql_store) -> None:
             assert (
                 len((await http.post(path, json={"rollout_ids": ids[:MAX_READ_IDS]})).json()) == MAX_READ_IDS
             )
+
+
+async def test_an_integer_beyond_64_bits_is_422_with_reason(raw_http) -> None:
+    response = await raw_http.post("/v1/rollouts", json=[{"input": {"n": 2**70}}])
+    assert response.status_code == 422
+    body = response.json()
+    assert body["code"] == "invalid_input" and "64 bits" in body["message"]
+    assert (await raw_http.post("/v1/rollouts/query", json={})).json() == []

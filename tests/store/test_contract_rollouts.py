@@ -272,3 +272,13 @@ async def test_wait_for_rollouts(store: LightningStore) -> None:
     await task
     assert [r.rollout_id for r in done] == [a.rollout_id]
     assert done[0].status == RolloutStatus.SUCCEEDED
+
+
+async def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_stored(store: LightningStore) -> None:
+    with pytest.raises(InvalidInputError, match="64 bits"):
+        await store.enqueue_rollout({"n": 2**70})
+    assert await store.query_rollouts() == []
+    edges = {"n": 2**64 - 1, "m": -(2**63)}  # the widest integers a stored JSON value keeps exactly
+    stored = await store.enqueue_rollout(edges)
+    got = await store.get_rollout_by_id(stored.rollout_id)
+    assert got is not None and got.input == edges

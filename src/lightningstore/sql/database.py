@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, StatementError
 
 from lightningstore.errors import ConflictError, InvalidInputError
 from lightningstore.sql.checkpoint import WRITER_AUTOCHECKPOINT_PAGES, checkpointer_for
@@ -113,6 +113,8 @@ class SqlDatabase:
         """The error a caller sees for a failed transaction; forgets a connection the driver lost."""
         if isinstance(exc, DBAPIError) and exc.connection_invalidated:
             setattr(self._local, "write" if write else "read", None)
+        if isinstance(exc, StatementError) and isinstance(exc.orig, InvalidInputError):
+            return exc.orig  # a value refused while SQLAlchemy bound it (e.g. an oversized JSON integer)
         if isinstance(exc, IntegrityError):
             error = ConflictError(f"write rejected by a database constraint: {exc.orig}")
             error.__cause__ = exc

@@ -21,6 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from lightningstore.errors import InvalidInputError
+
 Row = Mapping[str, Any]
 _Processor = Callable[[Any], Any] | None
 
@@ -49,7 +51,10 @@ class _SqliteForm:
         values = []
         for name, process, constant in self.params:
             value = given[name] if constant is _GIVEN else constant
-            values.append(process(value) if process is not None else value)
+            try:
+                values.append(process(value) if process is not None else value)
+            except InvalidInputError as exc:  # a value the column cannot hold: name the column
+                raise InvalidInputError(name.removeprefix("p_"), exc.reason) from exc
         return tuple(values)
 
     def execute(self, driver: Any, given: Row) -> Result:
