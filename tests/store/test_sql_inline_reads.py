@@ -10,6 +10,19 @@ from lightningstore import SpanIn, SqlStore
 from lightningstore.sql.queries import INLINE_SPANS
 
 
+def record_read_threads(store: SqlStore) -> list[str]:
+    """From now on, the name of the thread each read transaction of `store` runs on."""
+    threads: list[str] = []
+    read_tx = store.database._read_tx
+
+    def recording(fn: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return read_tx(fn)
+
+    store.database._read_tx = recording  # type: ignore[method-assign]
+    return threads
+
+
 async def test_a_small_read_runs_on_the_calling_thread_and_a_large_one_on_a_worker(tmp_path: Path) -> None:
     store = SqlStore(tmp_path / "store.db")
     try:
@@ -23,14 +36,7 @@ async def test_a_small_read_runs_on_the_calling_thread_and_a_large_one_on_a_work
                     for i in range(count)
                 ]
             )  # fmt: skip
-        threads: list[str] = []
-        read_tx = store.database._read_tx
-
-        def recording(fn: Any) -> Any:
-            threads.append(threading.current_thread().name)
-            return read_tx(fn)
-
-        store.database._read_tx = recording  # type: ignore[method-assign]
+        threads = record_read_threads(store)
         assert [s.span_id for s in await store.query_spans(small.rollout_id)] == ["s0", "s1", "s2"]
         assert threads == [threading.current_thread().name]
         spans = await store.query_spans(large.rollout_id)
@@ -46,14 +52,7 @@ async def test_one_row_lookups_run_on_the_calling_thread_and_lists_on_a_worker(t
     store = SqlStore(tmp_path / "store.db")
     try:
         claimed = await store.start_rollout("one")
-        threads: list[str] = []
-        read_tx = store.database._read_tx
-
-        def recording(fn: Any) -> Any:
-            threads.append(threading.current_thread().name)
-            return read_tx(fn)
-
-        store.database._read_tx = recording  # type: ignore[method-assign]
+        threads = record_read_threads(store)
         rollout = await store.get_rollout_by_id(claimed.rollout_id)
         latest = await store.get_latest_attempt(claimed.rollout_id)
         assert rollout is not None and rollout.input == "one"
