@@ -25,7 +25,7 @@ from lightningrl.trainer.config import TrainerConfig
 from lightningstore import RolloutMode, SqlStore
 from lightningstore.gate import gate_records
 
-STEPS = 9
+STEPS = 12
 PER_STEP = 24
 
 
