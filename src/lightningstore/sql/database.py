@@ -183,9 +183,9 @@ class SqlDatabase:
         says so), at once on the calling thread instead: WAL readers never wait for the writer, and
         the hop to a worker thread and back costs more than a small read (and, under load, waits
         for the GIL behind the loop)."""
-        if small is True and self._is_sqlite:
+        if self._is_sqlite and small is True:
             return self._read_tx(fn)
-        if callable(small) and self._is_sqlite:
+        if self._is_sqlite and callable(small):
             found = self._read_tx(lambda conn: fn(conn) if small(conn) else _TOO_BIG)
             if found is not _TOO_BIG:
                 return found  # type: ignore[return-value]

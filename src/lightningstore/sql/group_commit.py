@@ -92,9 +92,7 @@ class GroupCommitWriter:
                 queue = self._queues[loop] = _LoopQueue(loop)
             queue.calls.append(call)
             if not (queue.scheduled or queue.busy):
-                queue.scheduled = True
-                queue.seen, queue.waited = len(queue.calls), 0
-                loop.call_soon(self._flush, queue)
+                self._schedule(queue)
         return call.future
 
     def close(self) -> None:
@@ -137,6 +135,12 @@ class GroupCommitWriter:
         done = queue.loop.run_in_executor(helper, self._run, [call])
         done.add_done_callback(lambda _: self._after_heavy(queue, call))
 
+    def _schedule(self, queue: _LoopQueue) -> None:
+        """Flush the queue's calls at the end of this loop turn (under the lock); a fresh group."""
+        queue.scheduled = True
+        queue.seen, queue.waited = len(queue.calls), 0
+        queue.loop.call_soon(self._flush, queue)
+
     def _wait_for_more(self, queue: _LoopQueue) -> bool:
         """Put the flush off a turn while calls are still arriving (each commit costs ~150-300 us
         whatever its size); a lone call, or a queue quiet for a turn, commits at once."""
@@ -153,9 +157,7 @@ class GroupCommitWriter:
         with self._lock:
             queue.busy = False
             if queue.calls and not queue.scheduled:
-                queue.scheduled = True
-                queue.seen, queue.waited = len(queue.calls), 0
-                queue.loop.call_soon(self._flush, queue)
+                self._schedule(queue)
             elif not queue.calls:
                 self._forget(queue)
 

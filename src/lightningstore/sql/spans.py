@@ -8,7 +8,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lightningstore.attempt import Attempt
 from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.span import Span, SpanIn
@@ -95,10 +94,7 @@ class SqlSpans:
         if repeats:  # a repeat returns the stored copy, not the one sent again
             stored.update(self._select_spans(conn, repeats))
         for owner in owners.values():
-            if owner["status"] in _WAKING:
-                self._wake_by_span(
-                    conn, self._life.get_attempt(conn, owner["rollout_id"], owner["attempt_id"])
-                )
+            self._wake_by_span(conn, owner)
         return stored
 
     @staticmethod
@@ -113,10 +109,12 @@ class SqlSpans:
                     f"attempt {span.attempt_id!r} belongs to rollout {owner['rollout_id']!r}, not {span.rollout_id!r}",
                 )
 
-    def _wake_by_span(self, conn: sa.Connection, attempt: Attempt) -> None:
-        """The first span of a preparing attempt (or one of an unresponsive one) moves it."""
-        if attempt.status not in (AttemptStatus.PREPARING, AttemptStatus.UNRESPONSIVE):
+    def _wake_by_span(self, conn: sa.Connection, owner: Row) -> None:
+        """The first span of a preparing attempt (or one of an unresponsive one) moves it; only then
+        is the whole attempt read."""
+        if owner["status"] not in _WAKING:
             return
+        attempt = self._life.get_attempt(conn, owner["rollout_id"], owner["attempt_id"])
         status = self._life.wake(conn, attempt)
         if status != attempt.status:
             q.SET_ATTEMPT_STATUS.run(conn, {"p_attempt_id": attempt.attempt_id, "p_status": status.value})
