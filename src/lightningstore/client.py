@@ -24,6 +24,7 @@ from lightningstore.errors import (
     StoreError,
 )
 from lightningstore.http_errors import StoreUnavailableError, error_from_response, retry_after
+from lightningstore.json_writer import write_json
 from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
@@ -66,7 +67,8 @@ def _seg(value: str) -> str:
 
 
 def _dump(value: Any) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    # Python mode: a NaN stays a NaN for write_json to refuse (JSON mode would make it null).
+    return value.model_dump() if isinstance(value, BaseModel) else value
 
 
 class StoreClient(LightningStore):
@@ -134,7 +136,7 @@ class StoreClient(LightningStore):
         timeout: float | None = None,
     ) -> bytes:
         """Send one request with retries; return the response body or raise the typed error."""
-        content = body if body is None or isinstance(body, bytes) else orjson.dumps(body)
+        content = body if body is None or isinstance(body, bytes) else write_json(body)
         headers = {"content-type": "application/json"} if content is not None else None
         query = {k: v for k, v in (params or {}).items() if v is not None}
         loop = asyncio.get_running_loop()
@@ -191,6 +193,8 @@ class StoreClient(LightningStore):
         checked = [r if isinstance(r, RolloutRequest) else RolloutRequest.model_validate(r) for r in requests]
         if not checked:
             return []
+        for request in checked:
+            request.check_finite()
         # A client-made id turns a retried enqueue into a no-op instead of a duplicate.
         filled = [r if r.rollout_id else r.model_copy(update={"rollout_id": _new_id("ro")}) for r in checked]
         return _rollouts.validate_json(await self._call("POST", "/v1/rollouts", _requests.dump_json(filled)))

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from lightningstore.finite import refuse_non_finite
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus
 
 
@@ -14,8 +15,8 @@ class RolloutConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    timeout_seconds: float | None = Field(default=None, gt=0)
-    unresponsive_seconds: float | None = Field(default=None, gt=0)
+    timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    unresponsive_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     max_attempts: int = Field(default=1, ge=1, le=100)
     retry_on: list[AttemptStatus] = Field(
         default_factory=lambda: [AttemptStatus.TIMEOUT, AttemptStatus.UNRESPONSIVE]
@@ -44,6 +45,11 @@ class RolloutRequest(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     group_id: str | None = Field(default=None, max_length=200)
     rollout_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+    def check_finite(self) -> None:
+        """InvalidInputError if the input or metadata holds NaN or an infinity (JSON would say null)."""
+        refuse_non_finite(self.input, "input")
+        refuse_non_finite(self.metadata, "metadata")
 
 
 class Rollout(BaseModel):

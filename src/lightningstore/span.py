@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from lightningstore.finite import non_finite_as_strings
+
+Attributes = Annotated[dict[str, Any], AfterValidator(non_finite_as_strings)]
+"""Span attributes; a NaN or infinity in them is kept as OTLP's JSON string ("NaN", "-Infinity")."""
+Seconds = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class SpanStatus(BaseModel):
@@ -15,8 +21,8 @@ class SpanStatus(BaseModel):
 
 class SpanEvent(BaseModel):
     name: str
-    timestamp: float | None = None
-    attributes: dict[str, Any] = Field(default_factory=dict)
+    timestamp: Seconds | None = None
+    attributes: Attributes = Field(default_factory=dict)
 
 
 class SpanIn(BaseModel):
@@ -31,12 +37,12 @@ class SpanIn(BaseModel):
     parent_id: str | None = Field(default=None, max_length=64)
     name: str = Field(min_length=1, max_length=500)
     kind: str = "INTERNAL"
-    start_time: float | None = None
-    end_time: float | None = None
-    attributes: dict[str, Any] = Field(default_factory=dict)
+    start_time: Seconds | None = None
+    end_time: Seconds | None = None
+    attributes: Attributes = Field(default_factory=dict)
     events: list[SpanEvent] = Field(default_factory=list)
     status: SpanStatus = Field(default_factory=SpanStatus)
-    resource: dict[str, Any] = Field(default_factory=dict)
+    resource: Attributes = Field(default_factory=dict)
     """Attributes of the OpenTelemetry resource that produced the span."""
 
 

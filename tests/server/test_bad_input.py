@@ -154,3 +154,34 @@ async def test_an_integer_beyond_64_bits_is_422_with_reason(raw_http) -> None:
     body = response.json()
     assert body["code"] == "invalid_input" and "64 bits" in body["message"]
     assert (await raw_http.post("/v1/rollouts/query", json={})).json() == []
+
+
+async def test_nan_and_infinity_literals_are_422_naming_the_field_and_kept_as_strings_in_spans(
+    raw_http,
+) -> None:
+    # Python's json (and so httpx's `json=`) writes NaN and Infinity as bare literals; so may others.
+    json_type = {"content-type": "application/json"}
+    for path, body, field in [
+        ("/v1/rollouts", b'[{"input": {"x": NaN}}]', "input"),
+        ("/v1/rollouts/start", b'{"input": 1, "metadata": {"m": -Infinity}}', "metadata"),
+    ]:
+        response = await raw_http.post(path, content=body, headers=json_type)
+        assert response.status_code == 422, response.text
+        assert response.json()["code"] == "invalid_input" and response.json()["message"].startswith(
+            f"{field}: holds"
+        )
+    assert (await raw_http.post("/v1/rollouts/query", json={})).json() == []
+
+    claimed = (await raw_http.post("/v1/rollouts/start", json={"input": 1})).json()
+    rollout_id, attempt_id = claimed["rollout"]["rollout_id"], claimed["attempt"]["attempt_id"]
+    patched = await raw_http.patch(
+        f"/v1/rollouts/{rollout_id}", content=b'{"metadata": {"a": NaN}}', headers=json_type
+    )
+    assert patched.status_code == 422 and patched.json()["message"].startswith("metadata: holds nan at a")
+    span = (
+        b'[{"rollout_id": "%s", "attempt_id": "%s", "trace_id": "t", "span_id": "s", "name": "chat",'
+        b' "attributes": {"logprob": -Infinity}}]' % (rollout_id.encode(), attempt_id.encode())
+    )
+    stored = await raw_http.post("/v1/spans", content=span, headers=json_type)
+    assert stored.status_code == 200 and stored.json()[0]["attributes"] == {"logprob": "-Infinity"}
+    assert (await raw_http.get(f"/v1/rollouts/{rollout_id}")).json()["metadata"] == {}

@@ -79,3 +79,12 @@ async def test_resource_sets(store: LightningStore) -> None:
     r = await store.enqueue_rollout(1, resources_id=rs.resources_id)
     assert r.resources_id == rs.resources_id
     assert await store.get_resources_by_id("rs-missing") is None
+
+
+async def test_nan_in_a_resource_or_its_metadata_is_refused(store: LightningStore) -> None:
+    hot = LLM(endpoints=["http://127.0.0.1:9/v1"], model="tiny", sampling={"temperature": float("nan")})
+    with pytest.raises(InvalidInputError, match=r"resource: holds nan at sampling\.temperature"):
+        await store.add_resource_version("policy", hot)
+    with pytest.raises(InvalidInputError, match="metadata: holds inf at loss"):
+        await store.add_resource_version("policy", llm, metadata={"loss": float("inf")})
+    assert await store.get_latest_version("policy") is None

@@ -282,3 +282,42 @@ async def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_stored(store:
     stored = await store.enqueue_rollout(edges)
     got = await store.get_rollout_by_id(stored.rollout_id)
     assert got is not None and got.input == edges
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+async def test_nan_and_infinity_are_refused_where_json_is_stored_and_nothing_changes(
+    store: LightningStore,
+) -> None:
+    # JSON has no NaN or Infinity; the writers would store them as null, silently.
+    for call, field, where in [
+        (lambda: store.enqueue_rollout({"x": NAN}), "input", "at x"),
+        (lambda: store.enqueue_rollout(1, metadata={"m": [1.0, -INF]}), "metadata", r"at m\[1\]"),
+        (lambda: store.start_rollout([{"v": INF}]), "input", r"at \[0\]\.v"),
+        (
+            lambda: store.enqueue_many_rollouts([RolloutRequest(input=1), RolloutRequest(input=NAN)]),
+            "input",
+            "",
+        ),
+    ]:
+        with pytest.raises(InvalidInputError, match=f"holds .*{where}") as caught:
+            await call()
+        assert caught.value.field == field
+    assert await store.query_rollouts() == []
+
+    kept = await store.enqueue_rollout(1, metadata={"ok": 1})
+    with pytest.raises(InvalidInputError) as caught:
+        await store.update_rollout(kept.rollout_id, metadata={"x": NAN})
+    assert caught.value.field == "metadata"
+    assert (await store.get_rollout_by_id(kept.rollout_id)).metadata == {"ok": 1}
+    claimed = await store.dequeue_rollout("w1")
+    with pytest.raises(InvalidInputError) as caught:
+        await store.update_attempt(claimed.rollout_id, claimed.attempt_id, metadata={"score": INF})
+    assert caught.value.field == "metadata"
+    assert (await store.get_latest_attempt(claimed.rollout_id)).metadata == {}
+    with pytest.raises(InvalidInputError) as caught:
+        await store.update_worker("w1", metadata={"load": NAN})
+    assert caught.value.field == "metadata"
+    with pytest.raises(ValueError, match="finite"):
+        RolloutConfig(timeout_seconds=INF)

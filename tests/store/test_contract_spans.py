@@ -194,3 +194,25 @@ async def test_workers_and_statistics(store: LightningStore) -> None:
     assert stats.total_rollouts == 2 and stats.rollouts_by_status == {"running": 1, "queuing": 1}
     assert stats.total_attempts == 1 and stats.total_spans == 1 and stats.total_rewards == 1
     assert stats.total_workers == 1
+
+
+async def test_nan_and_infinity_in_span_attributes_are_kept_as_otlp_strings(store: LightningStore) -> None:
+    # Refusing the span would lose its telemetry; null would lose the value: OTLP's JSON strings keep it.
+    c = await store.start_rollout(1)
+    sent = span(
+        c.rollout_id,
+        c.attempt_id,
+        "s1",
+        attributes={"logprob": float("-inf"), "scores": [0.5, float("nan")], "ids": [1, 2]},
+        events=[{"name": "e", "attributes": {"x": float("inf")}}],
+        resource={"service.name": "agent", "load": float("nan")},
+    )
+    assert sent.attributes == {"logprob": "-Infinity", "scores": [0.5, "NaN"], "ids": [1, 2]}
+    stored = await store.add_span(sent)
+    (queried,) = await store.query_spans(c.rollout_id)
+    for got in (stored, queried):
+        assert got.attributes == sent.attributes
+        assert got.events[0].attributes == {"x": "Infinity"}
+        assert got.resource == {"service.name": "agent", "load": "NaN"}
+    with pytest.raises(ValueError, match="finite"):
+        span(c.rollout_id, c.attempt_id, "s2", start_time=float("nan"))

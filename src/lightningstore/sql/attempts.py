@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from lightningstore.attempt import Attempt
 from lightningstore.attempt_end import ending_status, owned_rewards
 from lightningstore.errors import IllegalTransitionError, InvalidInputError, NotFoundError
+from lightningstore.finite import refuse_non_finite
 from lightningstore.reward import RewardIn
 from lightningstore.rollout import RolloutConfig
 from lightningstore.span import SpanIn
@@ -58,6 +59,7 @@ class SqlAttempts:
         new_status = parse_enum(AttemptStatus, status, "status") if status is not UNSET else UNSET
         if metadata is not UNSET and not isinstance(metadata, dict):
             raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
+        refuse_non_finite(metadata, "metadata")
         values: dict[str, Any] = {}
         if failure_reason is not UNSET:
             values["failure_reason"] = failure_reason

@@ -8,31 +8,15 @@ from typing import Any
 
 import orjson
 import sqlalchemy as sa
-from pydantic_core import to_jsonable_python
 
 from lightningstore.errors import InvalidInputError
+from lightningstore.json_writer import write_json
 
 WRITE_OPTION = "lightningstore_write"
 
 
-JSON_INT_RANGE = "-2**63 to 2**64-1"
-"""The integers a stored JSON value may hold (orjson's range; it would read larger ones back as floats)."""
-
-
 def _dumps(value: Any) -> str:
-    # Values may be given as validated models hold them (python mode): what orjson cannot encode
-    # goes through pydantic's JSON conversion, as `model_dump(mode="json")` would have done.
-    try:
-        return orjson.dumps(
-            value, default=to_jsonable_python, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-        ).decode()
-    except TypeError as exc:
-        # orjson reads such integers back as floats: refuse them rather than store a changed value.
-        if "64-bit" in str(exc):
-            raise InvalidInputError(
-                "json", f"integers must fit in 64 bits ({JSON_INT_RANGE}) to be stored"
-            ) from exc
-        raise
+    return write_json(value, "json").decode()
 
 
 def _loads(value: Any) -> Any:

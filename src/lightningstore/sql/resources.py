@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
 
 from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
+from lightningstore.finite import refuse_non_finite
 from lightningstore.resource import Pointer, PointerMove, Resource, ResourceSet, ResourceVersion
 from lightningstore.sql import tables as t
 from lightningstore.sql.database import SqlDatabase, new_id
@@ -58,10 +59,11 @@ class SqlResources:
     ) -> ResourceVersion:
         if not name or len(name) > 200:
             raise InvalidInputError("name", f"resource name must be 1..200 characters, got {name!r}")
+        given = resource.model_dump() if hasattr(resource, "model_dump") else resource
+        refuse_non_finite(given, "resource")
+        refuse_non_finite(metadata, "metadata")
         try:
-            resource = _resource_adapter.validate_python(
-                resource.model_dump() if hasattr(resource, "model_dump") else resource
-            )
+            resource = _resource_adapter.validate_python(given)
         except ValidationError as exc:
             raise InvalidInputError("resource", str(exc)) from exc
         if version_id is not None:

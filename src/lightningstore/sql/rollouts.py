@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from lightningstore.attempt import AttemptedRollout
 from lightningstore.errors import ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError
+from lightningstore.finite import refuse_non_finite
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
 from lightningstore.sql import statements as q
 from lightningstore.sql import tables as t
@@ -43,6 +44,8 @@ class SqlRollouts:
         ]
         if not requests:
             return []
+        for request in requests:
+            request.check_finite()
         given = [r.rollout_id for r in requests if r.rollout_id]
         now = self._db.now()
         # Built before the write transaction, so that the writer thread only checks and inserts.
@@ -164,6 +167,7 @@ class SqlRollouts:
                 raise InvalidInputError("config", str(exc)) from exc
         if metadata is not UNSET and not isinstance(metadata, dict):
             raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
+        refuse_non_finite(metadata, "metadata")
 
         def _tx(conn: sa.Connection) -> Rollout:
             rollout = self._life.get_rollout(conn, rollout_id, lock=True)

@@ -7,6 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lightningstore.errors import InvalidInputError
+from lightningstore.finite import refuse_non_finite
 from lightningstore.sql import statements as q
 from lightningstore.sql import tables as t
 from lightningstore.sql.database import SqlDatabase, parse_enum
@@ -31,6 +32,7 @@ class SqlWorkers:
         if not worker_id:
             raise InvalidInputError("worker_id", "must not be empty")
         new_status = parse_enum(WorkerStatus, status, "status") if status is not UNSET else UNSET
+        refuse_non_finite(metadata, "metadata")
 
         def _tx(conn: sa.Connection) -> Worker:
             row = q.SELECT_WORKER.run(conn, {"worker_id": worker_id}).first()
