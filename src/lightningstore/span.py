@@ -49,5 +49,9 @@ class SpanIn(BaseModel):
 class Span(SpanIn):
     model_config = ConfigDict(extra="ignore")
 
+    # As stored: JSON holds no NaN or infinity, so the attributes need no second look when read back.
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    resource: dict[str, Any] = Field(default_factory=dict)
+
     sequence_id: int
     """Store-issued, strictly increasing across the whole store: the order spans arrived in."""
