@@ -6,7 +6,9 @@ Conventions for every method:
   `get_*` lookups documented to return None and the span and reward queries, which answer [].
 - A status change the state machine (lightningstore.status) forbids raises
   `IllegalTransitionError` and changes nothing.
-- Invalid arguments raise `InvalidInputError` naming the field; nothing stored changes.
+- Invalid arguments raise `InvalidInputError` naming the field; nothing stored changes. JSON
+  values stored as given (a rollout's input, metadata, resources) may not hold what JSON cannot
+  write exactly: NaN, an infinity, or an integer beyond 64 bits (lightningstore.json_writer).
 - Every call that writes several rows writes all of them or none.
 """
 
@@ -207,7 +209,9 @@ class LightningStore(ABC):
         A repeated span returns the stored copy unchanged. The attempt must exist (NotFoundError)
         and belong to the rollout named. The first span of a `preparing` attempt moves it (and its
         rollout) to `running`; a span revives an `unresponsive` attempt that is still current.
-        Spans of ended attempts are stored too (late spans stay with their attempt).
+        Spans of ended attempts are stored too (late spans stay with their attempt). A NaN or
+        infinity in the span's attributes or resource is kept as OTLP's JSON string ("NaN",
+        "Infinity", "-Infinity": lightningstore.finite); its times must be finite numbers.
         """
         (stored,) = await self.add_many_spans([span])
         return stored
