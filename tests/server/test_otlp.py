@@ -30,7 +30,15 @@ def _export(
     with tracer.start_as_current_span("agent.step", kind=SpanKind.SERVER) as parent:
         parent.set_attribute("lightningrl.llm.prompt_token_ids", [1, 2, 3])
         with tracer.start_as_current_span("chat", kind=SpanKind.CLIENT) as child:
-            child.set_attributes({"gen_ai.request.model": "m", "score": 0.5, "ok": True, "tags": ["a", "b"]})
+            child.set_attributes(
+                {
+                    "gen_ai.request.model": "m",
+                    "score": 0.5,
+                    "ok": True,
+                    "tags": ["a", "b"],
+                    "logprob": float("-inf"),
+                }
+            )
             child.add_event("tool.called", {"tool": "calc"})
             child.set_status(Status(StatusCode.ERROR, "boom"))
     provider.shutdown()
@@ -49,7 +57,14 @@ async def test_stock_exporter_spans_land_on_their_attempt(live_server) -> None:
     assert len(child.trace_id) == 32 and len(child.span_id) == 16 and child.trace_id == parent.trace_id
     assert child.parent_id == parent.span_id and parent.parent_id is None
     assert parent.attributes["lightningrl.llm.prompt_token_ids"] == [1, 2, 3]
-    assert child.attributes == {"gen_ai.request.model": "m", "score": 0.5, "ok": True, "tags": ["a", "b"]}
+    # JSON has no -inf: it is kept as OTLP's JSON string, not dropped to null (lightningstore.finite)
+    assert child.attributes == {
+        "gen_ai.request.model": "m",
+        "score": 0.5,
+        "ok": True,
+        "tags": ["a", "b"],
+        "logprob": "-Infinity",
+    }
     assert child.events[0].name == "tool.called" and child.events[0].attributes == {"tool": "calc"}
     assert child.status.status_code == "ERROR" and child.status.description == "boom"
     assert child.start_time is not None and child.end_time >= child.start_time > 1e9
@@ -78,6 +93,7 @@ async def test_otlp_json_with_span_level_ids(sql_store, raw_http) -> None:
             {"key": ATTEMPT_ID, "value": {"stringValue": claim.attempt_id}},
             {"key": "n", "value": {"intValue": "42"}},
             {"key": "ids", "value": {"arrayValue": {"values": [{"intValue": "7"}, {"intValue": "8"}]}}},
+            {"key": "lp", "value": {"doubleValue": "NaN"}},
         ],
         "events": [{"name": "e", "timeUnixNano": "1544712660500000000"}],
         "status": {"code": 1},
@@ -90,7 +106,11 @@ async def test_otlp_json_with_span_level_ids(sql_store, raw_http) -> None:
     assert stored.trace_id == span["traceId"] and stored.span_id == span["spanId"]
     assert stored.parent_id == "eee19b7ec3c1b173" and stored.kind == "CLIENT"
     assert stored.start_time == 1544712660.0 and stored.end_time == 1544712661.0
-    assert stored.attributes["n"] == 42 and stored.attributes["ids"] == [7, 8]
+    assert (
+        stored.attributes["n"] == 42
+        and stored.attributes["ids"] == [7, 8]
+        and stored.attributes["lp"] == "NaN"
+    )
     assert stored.events[0].timestamp == 1544712660.5 and stored.status.status_code == "OK"
     again = await raw_http.post(
         "/v1/traces",
