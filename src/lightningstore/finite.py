@@ -20,26 +20,32 @@ OTLP_STRINGS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 """A non-finite float as OTLP's JSON encoding writes it (by `repr` of the float)."""
 
 
-def non_finite_path(value: Any, path: str = "") -> tuple[str, float] | None:
-    """Where the first NaN or infinity inside `value` sits (`a.b[2]`), and the number; None if nowhere."""
+Path = list[str | int]
+"""Where a value sits inside another: object keys and list indexes, outermost first."""
+
+
+def non_finite_path(value: Any) -> tuple[Path, float] | None:
+    """Where the first NaN or infinity inside `value` sits, and the number; None if nowhere."""
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path, value)
+        return None if math.isfinite(value) else ([], value)
+    indexed = False
     if isinstance(value, dict):
-        items: Any = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+        items: Any = value.items()
     elif isinstance(value, list | tuple):
         try:  # a list of numbers, in one C call: the sum is finite only if every number is
             if math.isfinite(math.fsum(value)):
                 return None
         except (TypeError, OverflowError):  # not all numbers, or a sum beyond a float's range
             pass
-        items = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+        items, indexed = enumerate(value), True
     else:
         return None
-    for where, item in items:
+    for key, item in items:
         if type(item) in _PLAIN:
             continue
-        found = non_finite_path(item, where)
-        if found is not None:
+        found = non_finite_path(item)
+        if found is not None:  # the path is built on the way out, only when something is found
+            found[0].insert(0, key if indexed else str(key))
             return found
     return None
 
@@ -50,11 +56,10 @@ def refuse_non_finite(value: Any, field: str | None = None) -> None:
     found = non_finite_path(value)
     if found is None:
         return
-    where, number = found
-    if field is None:
-        field, _, where = where.partition(".")
-        field, bracket, rest = field.partition("[")
-        where = f"{bracket}{rest}.{where}".strip(".") if bracket else where
+    path, number = found
+    if field is None and path and isinstance(path[0], str):
+        field = path.pop(0)
+    where = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path).removeprefix(".")
     at = f" at {where}" if where else ""
     raise InvalidInputError(
         field or "json",
