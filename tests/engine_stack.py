@@ -18,7 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from lightningrl.processes import Supervisor, child_env, cli_command
+from lightningrl.processes.supervisor import Supervisor, child_env, cli_command
 from lightningrl.serving.vllm import find_vllm_python
 from lightningrl.tinylm import build_tiny_model
 from lightningstore import LLM, SqlStore
@@ -60,7 +60,7 @@ def require_vllm_python() -> str:
 
 
 def untied_model(path: Path, seed: int = 0) -> Path:
-    """A tiny model with an output head of its own (vLLM reloads a tied head's old weights)."""
+    """A tiny model with an output head of its own (synced by vLLM's plain `reload_weights`)."""
     return build_tiny_model(path, seed=seed, tie_word_embeddings=False)
 
 

@@ -19,6 +19,14 @@ ALLOWED = {
     "algorithm": {"lightningstore"},
     "lightningrl": {"lightningstore", "runner", "algorithm"},
 }
+# Inside lightningstore, top to bottom; a module imports its own layer and the ones below it
+# (docs/architecture.md). The bottom holds the contract, its implementations (sql/, client.py), the
+# models, semconv, the HTTP API's bodies (http_api.py) and auth/.
+LIGHTNINGSTORE_LAYERS = (
+    ("lightningstore.server",),
+    ("lightningstore.proxy", "lightningstore.gate"),
+    ("lightningstore",),
+)
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -124,6 +132,24 @@ def _subpackage(module: str, packages: set[str]) -> str:
     return ".".join(parts[:2]) if ".".join(parts[:2]) in packages else parts[0]
 
 
+def _layer(module: str) -> int | None:
+    """The index of the lightningstore layer holding `module` (None outside lightningstore)."""
+    for depth, layer in enumerate(LIGHTNINGSTORE_LAYERS):
+        if any(module == top or module.startswith(top + ".") for top in layer):
+            return depth
+    return None
+
+
+def _upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """Imports inside lightningstore that point at a higher layer than their own."""
+    return sorted(
+        f"{source} imports {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if (a := _layer(source)) is not None and (b := _layer(target)) is not None and b < a
+    )
+
+
 def test_no_module_imports_itself_through_a_loop() -> None:
     assert _cycles(_graph()) == []
 
@@ -147,3 +173,19 @@ def test_packages_point_down() -> None:
 
 def test_the_checker_sees_a_loop() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_lightningstore_layers_point_down() -> None:
+    assert _upward_arrows(_graph()) == []
+
+
+def test_the_checker_sees_a_module_pointing_up() -> None:
+    graph = {
+        "lightningstore.client": {"lightningstore.server.schemas", "lightningstore.store"},
+        "lightningstore.gate.routes": {"lightningstore.server.auth", "lightningstore.auth.tokens"},
+        "lightningstore.server.app": {"lightningstore.gate.routes", "lightningstore.client"},
+    }
+    assert _upward_arrows(graph) == [
+        "lightningstore.client imports lightningstore.server.schemas",
+        "lightningstore.gate.routes imports lightningstore.server.auth",
+    ]

@@ -19,9 +19,9 @@ from openai import AsyncOpenAI
 from runner import emit_reward
 
 try:  # when run from examples/calc as a script directory
-    from tasks import answer_messages, run_tool, tool_messages
+    from tasks import SYSTEM, answer_messages, run_tool, tool_messages
 except ImportError:  # pragma: no cover - imported as a package
-    from examples.calc.tasks import answer_messages, run_tool, tool_messages
+    from examples.calc.tasks import SYSTEM, answer_messages, run_tool, tool_messages
 
 ANSWER_CALL = 1
 """0-based index of the answer call among the agent's LLM calls."""
@@ -42,23 +42,29 @@ def shared_http() -> httpx.AsyncClient:
     return client
 
 
-async def solve(llm: Any, question: str, tool: Callable[[str], str] = run_tool) -> tuple[str, str, str]:
+async def solve(
+    llm: Any, question: str, tool: Callable[[str], str] = run_tool, system: str = SYSTEM
+) -> tuple[str, str, str]:
     """The agent's two model calls: (tool call, the tool's result, the final answer)."""
     client = AsyncOpenAI(
         base_url=llm.base_url, api_key=llm.api_key, max_retries=2, timeout=60, http_client=shared_http()
     )
     first = await client.chat.completions.create(
-        model=llm.model, messages=tool_messages(question), max_tokens=10
+        model=llm.model, messages=tool_messages(question, system), max_tokens=10
     )
     tool_call = (first.choices[0].message.content or "").strip()
     result = tool(tool_call)
     second = await client.chat.completions.create(
-        model=llm.model, messages=answer_messages(question, tool_call, result), max_tokens=6
+        model=llm.model, messages=answer_messages(question, tool_call, result, system), max_tokens=6
     )
     return tool_call, result, (second.choices[0].message.content or "").strip()
 
 
 async def calc_agent(task: dict[str, Any], resources: Any) -> float:
-    _, result, answer = await solve(resources.llm, task["question"])
+    """Both calls under the system prompt: the `prompt` resource when the rollout has one (APO)."""
+    prompt = resources.prompts.get("prompt")
+    _, result, answer = await solve(
+        resources.llm, task["question"], system=prompt.template if prompt is not None else SYSTEM
+    )
     emit_reward(1.0 if answer == result else 0.0, step=ANSWER_CALL)
     return 1.0 if answer == str(task["answer"]) else 0.0

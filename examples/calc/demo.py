@@ -11,10 +11,13 @@ while LightningRL trains here with verl's actor update on CPU. Last line:
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -23,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent import calc_agent  # noqa: E402
 from rich.console import Console  # noqa: E402
-from tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
+from tasks import SYSTEM, CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 
 from lightningrl import fit  # noqa: E402
 from lightningrl.config import LightningRLConfig  # noqa: E402
@@ -90,7 +93,41 @@ def main(args: argparse.Namespace) -> None:
         )
 
     config = demo_config(args)
-    result = fit(
+    # SFT's update is NLL only for one optimiser step on a batch scored by its own weights.
+    sft = {"trainer": {"mini_batch_size": None, "ppo_epochs": 1}} if args.algorithm == "sft" else None
+    with optimizer_server(out, args.algorithm == "apo") as optimizer_url:
+        result = _fit(args, console, out, warm, train, heldout, config, sft, optimizer_url)
+    report_heldout(result, started, args.seed, console)
+
+
+@contextlib.contextmanager
+def optimizer_server(out: Path, wanted: bool) -> Iterator[str | None]:
+    """APO's optimizer: the real SmolLM2-135M-Instruct on our inference server (one thread), as a child."""
+    if not wanted:
+        yield None
+        return
+    from lightningrl.models import cached_model
+    from lightningrl.processes.supervisor import Supervisor, child_env, cli_command, free_port
+
+    port = free_port()
+    command = cli_command(
+        "serve-model", "--checkpoint", str(cached_model("smollm2")), "--port", str(port),
+        "--served-model-name", "smollm2", "--cpu-threads", "1",
+    )  # fmt: skip
+    with Supervisor(out / "logs-optimizer") as supervisor:
+        child = supervisor.start("optimizer", command, env=child_env())
+        asyncio.run(supervisor.wait_http(child, f"http://127.0.0.1:{port}/healthz", timeout=300))
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+def _fit(args, console, out, warm, train, heldout, config, sft, optimizer_url):
+    apo = None
+    if optimizer_url is not None:
+        apo = {
+            "optimizer_model": "openai/smollm2", "optimizer_base_url": optimizer_url, "rounds": 2, "beam": 2,
+            "rollouts_per_task": 2, "optimizer_max_tokens": 96, "score_on": "train", "score_tasks": 32,
+        }  # fmt: skip
+    return fit(
         calc_agent,
         as_rows(train),
         as_rows(heldout),
@@ -100,8 +137,11 @@ def main(args: argparse.Namespace) -> None:
         engine=args.engine,
         output_dir=out,
         console=console,
+        algorithm=args.algorithm,
+        sft=sft,
+        apo=apo,
+        prompt=SYSTEM if apo is not None else None,
     )
-    report_heldout(result, started, args.seed, console)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -126,6 +166,13 @@ def demo_parser(description: str | None = __doc__) -> argparse.ArgumentParser:
         choices=["ours", "vllm", "auto"],
         default="ours",
         help="inference engine: ours, or vLLM from .venv-vllm (scripts/setup-vllm); the model is then untied",
+    )
+    p.add_argument(
+        "--algorithm",
+        choices=["rl", "sft", "apo"],
+        default="rl",
+        help="rl: LightningRL; sft: fine-tuning on the successful rollouts, same steps and rollouts; apo: "
+        "the system prompt optimized (2 rounds, beam 2) by SmolLM2-135M-Instruct as the optimizer, weights kept",
     )
     p.add_argument(
         "--async-rollouts",

@@ -57,15 +57,15 @@ def split_tasks(seed: int, heldout_fraction: float = 0.2) -> tuple[list[CalcTask
     return train, heldout
 
 
-def tool_messages(question: str) -> list[dict[str, str]]:
+def tool_messages(question: str, system: str = SYSTEM) -> list[dict[str, str]]:
     """The first call: pick a tool."""
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
-def answer_messages(question: str, tool_call: str, result: str) -> list[dict[str, str]]:
+def answer_messages(question: str, tool_call: str, result: str, system: str = SYSTEM) -> list[dict[str, str]]:
     """The second call: answer with the tool's result."""
     return [
-        *tool_messages(question),
+        *tool_messages(question, system),
         {"role": "assistant", "content": tool_call},
         {"role": "user", "content": f"result {result}"},
     ]

@@ -82,9 +82,9 @@ class Algorithm(ABC):
         for position, task in enumerate(tasks):
             for k in range(n):
                 requests.append(
-                    RolloutRequest(
-                        input=task.input,
-                        mode=RolloutMode(mode),
+                    RolloutRequest.of(
+                        task.input,
+                        mode=mode,
                         resources_id=resources_id,
                         config=self.rollout_config,
                         metadata={"task_id": task.task_id, "tags": task.tags, "algorithm": self.name},

@@ -29,10 +29,6 @@ class EvaluationResult:
     def mean_reward(self) -> float:
         return sum(o.reward or 0.0 for o in self.outcomes) / max(1, len(self.outcomes))
 
-    @property
-    def failed_rollouts(self) -> int:
-        return sum(1 for o in self.outcomes if not o.succeeded)
-
 
 class Evaluate(Algorithm):
     """Enqueue every task (n times) in `mode` against `resources_id`, wait, and score."""

@@ -7,20 +7,35 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lightningrl.config import LightningRLConfig
-    from lightningrl.fit import fit
+    from lightningrl.fitting import FitInterrupted, fit
+    from lightningrl.models import cached_model, check_checkpoint, import_model
     from lightningrl.result import TrainResult
     from runner import emit_reward, rollout
 
 # Lazy: `import lightningrl` must stay cheap (the CLI and runner processes import it).
 _EXPORTS = {
-    "fit": "lightningrl.fit",
+    "fit": "lightningrl.fitting",
+    "FitInterrupted": "lightningrl.fitting",
     "LightningRLConfig": "lightningrl.config",
     "TrainResult": "lightningrl.result",
     "rollout": "runner",
     "emit_reward": "runner",
+    "import_model": "lightningrl.models",
+    "check_checkpoint": "lightningrl.models",
+    "cached_model": "lightningrl.models",
 }
 
-__all__ = ["LightningRLConfig", "TrainResult", "emit_reward", "fit", "rollout"]
+__all__ = [
+    "FitInterrupted",
+    "LightningRLConfig",
+    "TrainResult",
+    "cached_model",
+    "check_checkpoint",
+    "emit_reward",
+    "fit",
+    "import_model",
+    "rollout",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lightningrl.advantages import AdvantageConfig
-from lightningrl.continuous import ContinuousConfig
+from lightningrl.rl.advantages import AdvantageConfig
+from lightningrl.rl.continuous import ContinuousConfig
 from lightningrl.trainer.config import TrainerConfig
 
 

@@ -63,6 +63,29 @@ def dataclass_from_dict(cls: type, data: Mapping[str, Any], path: str) -> Any:
         raise ValueError(f"{path}: {error}") from None
 
 
+def replaced_from_dict(value: Any, data: Mapping[str, Any], path: str) -> Any:
+    """`value` (a dataclass) with the fields `data` names replaced, nested dicts replacing inside nested
+    dataclasses; unknown keys and wrong types raise naming `path.key` and the value."""
+    cls = type(value)
+    hints = _hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    changes = {}
+    for key, given in data.items():
+        if key not in names:
+            raise ValueError(
+                f"unknown key {path}.{key} (given {given!r:.60}); valid keys: {', '.join(names)}"
+            )
+        current = getattr(value, key)
+        if dataclasses.is_dataclass(current) and isinstance(given, Mapping):
+            changes[key] = replaced_from_dict(current, given, f"{path}.{key}")
+        else:
+            changes[key] = _coerce(given, hints[key], f"{path}.{key}")
+    try:
+        return dataclasses.replace(value, **changes)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
 def config_fields(cls: type = LightningRLConfig, prefix: str = "") -> list[ConfigField]:
     """Every leaf field of `cls`, nested dataclasses flattened into dotted names (`trainer.lr`)."""
     out: list[ConfigField] = []

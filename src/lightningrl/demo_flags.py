@@ -10,10 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lightningrl.advantages import AdvantageConfig, PolicyLossConfig
 from lightningrl.config import LightningRLConfig
 from lightningrl.result import TrainResult
+from lightningrl.rl.advantages import AdvantageConfig
 from lightningrl.trainer.config import TrainerConfig
+from lightningrl.trainer.loss import PolicyLossConfig
 from lightningrl.warmup import WarmupConfig
 
 

@@ -29,6 +29,10 @@ class TrainResult:
     proxy_url: str
     model_endpoints: list[str] = field(default_factory=list)
     stopped_reason: str | None = None
+    prompt_version_id: str | None = None
+    """The `prompt` resource's latest version at the end (APO's best), when the run has one."""
+    apo: Any = None
+    """APO's result (`lightningrl.algorithms.apo.APOResult`: start, candidates, best, notes) when it ran."""
 
     @property
     def steps(self) -> int:

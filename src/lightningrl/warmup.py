@@ -13,8 +13,8 @@ import torch
 from rich.console import Console
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from lightningrl.progress import StepProgress
 from lightningrl.quiet import quiet_third_party
+from lightningrl.rl.progress import StepProgress
 from lightningrl.serving.tool_calls import template_tool_calls
 
 Demonstration = tuple[list[dict[str, Any]], str] | tuple[list[dict[str, Any]], str, list[dict[str, Any]]]

@@ -7,7 +7,6 @@ import random
 import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
-from urllib.parse import quote
 
 import httpx
 import orjson
@@ -23,12 +22,12 @@ from lightningstore.errors import (
     NotFoundError,
     StoreError,
 )
+from lightningstore.http_api import FinishAttemptBody, path_segment
 from lightningstore.http_errors import StoreUnavailableError, error_from_response, retry_after
 from lightningstore.json_writer import write_json
 from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
-from lightningstore.server.schemas import FinishAttemptBody
 from lightningstore.span import Span, SpanIn
 from lightningstore.statistics import StoreStatistics
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
@@ -59,11 +58,6 @@ _workers = TypeAdapter(list[Worker])
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
-
-
-def _seg(value: str) -> str:
-    """One path segment: every reserved character (including '/') percent-encoded."""
-    return quote(value, safe="")
 
 
 def _dump(value: Any) -> Any:
@@ -184,7 +178,7 @@ class StoreClient(LightningStore):
 
     async def mint_agent_key(self, rollout_id: str, attempt_id: str) -> str:
         """Ask the server for the agent key of one attempt (runner or admin token)."""
-        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/agent-key"
+        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}/agent-key"
         return orjson.loads(await self._call("POST", path))["agent_key"]
 
     # ---- rollouts: enqueue and claim ---------------------------------------------------------
@@ -229,14 +223,14 @@ class StoreClient(LightningStore):
         return AttemptedRollout.model_validate_json(data)
 
     async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
-        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts"
+        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts"
         data = await self._call("POST", path, {"worker_id": worker_id}, idempotent=False)
         return AttemptedRollout.model_validate_json(data)
 
     # ---- attempts and rollouts: progress -----------------------------------------------------
 
     async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
-        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/heartbeat"
+        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}/heartbeat"
         return Attempt.model_validate_json(await self._call("POST", path, {"worker_id": worker_id}))
 
     async def update_attempt(
@@ -256,7 +250,7 @@ class StoreClient(LightningStore):
             "metadata": metadata,
         }
         body = {k: v for k, v in fields.items() if v is not UNSET}
-        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}"
+        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}"
         return Attempt.model_validate_json(await self._call("PATCH", path, body))
 
     async def finish_attempt(
@@ -277,7 +271,7 @@ class StoreClient(LightningStore):
                 rewards, rollout_id, attempt_id
             ),  # ids fixed here: a retry stores them once
         )
-        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/finish"
+        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}/finish"
         return Attempt.model_validate_json(await self._call("POST", path, body.model_dump_json().encode()))
 
     async def update_rollout(
@@ -292,12 +286,12 @@ class StoreClient(LightningStore):
         fields = {"status": status, "metadata": metadata, "config": config, "resources_id": resources_id}
         body = {k: _dump(v) for k, v in fields.items() if v is not UNSET}
         return Rollout.model_validate_json(
-            await self._call("PATCH", f"/v1/rollouts/{_seg(rollout_id)}", body)
+            await self._call("PATCH", f"/v1/rollouts/{path_segment(rollout_id)}", body)
         )
 
     async def cancel_rollout(self, rollout_id: str) -> Rollout:
         return Rollout.model_validate_json(
-            await self._call("POST", f"/v1/rollouts/{_seg(rollout_id)}/cancel")
+            await self._call("POST", f"/v1/rollouts/{path_segment(rollout_id)}/cancel")
         )
 
     async def wait_for_rollouts(
@@ -340,7 +334,7 @@ class StoreClient(LightningStore):
     # ---- queries -----------------------------------------------------------------------------
 
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
-        return await self._get_or_none(f"/v1/rollouts/{_seg(rollout_id)}", _maybe_rollout)
+        return await self._get_or_none(f"/v1/rollouts/{path_segment(rollout_id)}", _maybe_rollout)
 
     async def query_rollouts(
         self,
@@ -367,10 +361,14 @@ class StoreClient(LightningStore):
         return _rollouts.validate_json(await self._call("POST", "/v1/rollouts/query", body))
 
     async def query_attempts(self, rollout_id: str) -> list[Attempt]:
-        return _attempts.validate_json(await self._call("GET", f"/v1/rollouts/{_seg(rollout_id)}/attempts"))
+        return _attempts.validate_json(
+            await self._call("GET", f"/v1/rollouts/{path_segment(rollout_id)}/attempts")
+        )
 
     async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
-        return await self._get_or_none(f"/v1/rollouts/{_seg(rollout_id)}/attempts/latest", _maybe_attempt)
+        return await self._get_or_none(
+            f"/v1/rollouts/{path_segment(rollout_id)}/attempts/latest", _maybe_attempt
+        )
 
     async def query_spans(
         self,
@@ -387,11 +385,11 @@ class StoreClient(LightningStore):
             "after_sequence_id": after_sequence_id,
             "limit": limit,
         }
-        path = f"/v1/rollouts/{_seg(rollout_id)}/spans"
+        path = f"/v1/rollouts/{path_segment(rollout_id)}/spans"
         return _spans.validate_json(await self._call("GET", path, params=params))
 
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
-        path = f"/v1/rollouts/{_seg(rollout_id)}/rewards"
+        path = f"/v1/rollouts/{path_segment(rollout_id)}/rewards"
         return _rewards.validate_json(await self._call("GET", path, params={"name": name}))
 
     async def query_spans_many(
@@ -460,13 +458,13 @@ class StoreClient(LightningStore):
         return ResourceSet.model_validate_json(data)
 
     async def get_resources_by_id(self, resources_id: str) -> ResourceSet | None:
-        return await self._get_or_none(f"/v1/resource-sets/{_seg(resources_id)}", _maybe_set)
+        return await self._get_or_none(f"/v1/resource-sets/{path_segment(resources_id)}", _maybe_set)
 
     async def get_latest_resources(self) -> ResourceSet | None:
         return _maybe_set.validate_json(await self._call("GET", "/v1/resource-sets/latest"))
 
     async def get_resource_version(self, version_id: str) -> ResourceVersion | None:
-        return await self._get_or_none(f"/v1/resource-versions/{_seg(version_id)}", _maybe_version)
+        return await self._get_or_none(f"/v1/resource-versions/{path_segment(version_id)}", _maybe_version)
 
     async def get_pointer(self, name: str, pointer: Literal["latest", "approved"]) -> ResourceVersion | None:
         data = await self._call("GET", "/v1/pointers", params={"name": name, "pointer": pointer})
@@ -509,7 +507,9 @@ class StoreClient(LightningStore):
         if not worker_id:
             raise InvalidInputError("worker_id", "must not be empty")
         body = {k: v for k, v in {"status": status, "metadata": metadata}.items() if v is not UNSET}
-        return Worker.model_validate_json(await self._call("PUT", f"/v1/workers/{_seg(worker_id)}", body))
+        return Worker.model_validate_json(
+            await self._call("PUT", f"/v1/workers/{path_segment(worker_id)}", body)
+        )
 
     async def query_workers(self) -> list[Worker]:
         return _workers.validate_json(await self._call("GET", "/v1/workers"))

@@ -70,6 +70,9 @@ def request_attributes(
         if max_tokens is not None
         else _number(request.get("max_tokens")),
         semconv.LLM_REQUEST_MESSAGES: None if prompt is None else _json(prompt),
+        semconv.LLM_REQUEST_TOOLS: _json(list(request["tools"]))
+        if kind == "chat" and request.get("tools")
+        else None,
     }
     for key, attribute in AGENT_SAMPLING_KEYS.items():
         asked = _number((agent or {}).get(key))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, field_validator
 
 
 class RewardIn(BaseModel):
@@ -13,7 +13,8 @@ class RewardIn(BaseModel):
     rollout_id: str = Field(min_length=1)
     attempt_id: str | None = None
     name: str = Field(default="reward", min_length=1, max_length=200)
-    value: float
+    value: StrictFloat
+    """A finite number; an int becomes a float, a bool or a numeric string is refused (JSON `true` is no score)."""
     span_id: str | None = Field(default=None, max_length=64)
     """The span (usually an LLM call) this reward judges; None judges the whole episode."""
     step: int | None = Field(default=None, ge=0)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lightningstore.errors import InvalidInputError
 from lightningstore.finite import refuse_non_finite
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus
 
@@ -45,6 +46,42 @@ class RolloutRequest(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     group_id: str | None = Field(default=None, max_length=200)
     rollout_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @classmethod
+    def of(
+        cls,
+        input: Any,
+        *,
+        mode: RolloutMode | str = RolloutMode.TRAIN,
+        resources_id: str | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        group_id: str | None = None,
+        rollout_id: str | None = None,
+    ) -> RolloutRequest:
+        """The request `enqueue_rollout`'s arguments describe (None: the default config, no metadata);
+        InvalidInputError naming the first field that does not fit."""
+        try:
+            mode = RolloutMode(mode)
+        except ValueError:
+            modes = ", ".join(m.value for m in RolloutMode)
+            raise InvalidInputError("mode", f"must be one of {modes}, got {mode!r}") from None
+        try:
+            return cls(
+                input=input,
+                mode=mode,
+                resources_id=resources_id,
+                config=config if config is not None else RolloutConfig(),
+                metadata=metadata if metadata is not None else {},
+                group_id=group_id,
+                rollout_id=rollout_id,
+            )
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error["loc"]) or "request"
+            given = repr(error.get("input"))
+            given = given if len(given) <= 80 else given[:77] + "..."
+            raise InvalidInputError(field, f"{error['msg']}, got {given}") from None
 
     def check_finite(self) -> None:
         """InvalidInputError if the input or metadata holds NaN or an infinity (JSON would say null)."""

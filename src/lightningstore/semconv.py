@@ -33,6 +33,7 @@ LLM_AGENT_TEMPERATURE = "lightningrl.llm.agent_request.temperature"
 LLM_AGENT_TOP_P = "lightningrl.llm.agent_request.top_p"
 
 LLM_REQUEST_MESSAGES = "lightningrl.llm.request_messages"  # JSON string of the request messages/prompt
+LLM_REQUEST_TOOLS = "lightningrl.llm.request_tools"  # JSON string of the request's `tools`, when it had any
 LLM_RESPONSE_TEXT = "lightningrl.llm.response_text"  # choice 0's text
 LLM_PROMPT_TOKEN_IDS = "lightningrl.llm.prompt_token_ids"  # list[int], exactly what the model saw
 LLM_RESPONSE_TOKEN_IDS = "lightningrl.llm.response_token_ids"  # list[int], choice 0, exactly generated
@@ -43,6 +44,11 @@ LLM_RETRIES = "lightningrl.llm.retries"
 LLM_LATENCY_MS = "lightningrl.llm.latency_ms"
 LLM_TRAINABLE = "lightningrl.llm.trainable"  # bool; the rule is `lightningstore.llm_call.is_trainable`
 LLM_RESOURCE_VERSION = "lightningrl.llm.resource_version"
+# What credit assignment trains on: only the proxy and the runner's own instrumentation record these;
+# the store server refuses a span carrying any of them from an agent key (lightningstore.auth.agent_writes).
+LLM_TRAINING_ATTRIBUTES = frozenset(
+    {LLM_PROMPT_TOKEN_IDS, LLM_RESPONSE_TOKEN_IDS, LLM_RESPONSE_LOGPROBS, LLM_CHOICES, LLM_TRAINABLE}
+)
 
 # Reward spans (emit_reward also writes a Reward row).
 REWARD_SPAN_NAME = "lightningrl.reward"

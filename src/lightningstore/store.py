@@ -58,12 +58,12 @@ class LightningStore(ABC):
         the stored rollout unchanged (ConflictError if its input differs). `resources_id`, when
         given, must name a stored resource set (NotFoundError otherwise).
         """
-        request = RolloutRequest(
-            input=input,
-            mode=RolloutMode(mode),
+        request = RolloutRequest.of(
+            input,
+            mode=mode,
             resources_id=resources_id,
-            config=config or RolloutConfig(),
-            metadata=metadata or {},
+            config=config,
+            metadata=metadata,
             group_id=group_id,
             rollout_id=rollout_id,
         )
@@ -92,7 +92,6 @@ class LightningStore(ABC):
     ) -> list[AttemptedRollout]:
         """Claim up to `limit` rollouts at once, oldest first; the rules of `dequeue_rollout`."""
 
-    @abstractmethod
     async def start_rollout(
         self,
         input: Any,
@@ -104,7 +103,14 @@ class LightningStore(ABC):
         group_id: str | None = None,
         worker_id: str | None = None,
     ) -> AttemptedRollout:
-        """Create a rollout and claim it at once (no queue): it starts in `preparing` with attempt 1."""
+        """Create a rollout and claim it at once (no queue): it starts in `preparing` with attempt 1.
+
+        The arguments follow `enqueue_rollout`'s rules; `worker_id` is the claim's, as in `start_attempt`.
+        """
+        rollout = await self.enqueue_rollout(
+            input, mode=mode, resources_id=resources_id, config=config, metadata=metadata, group_id=group_id
+        )
+        return await self.start_attempt(rollout.rollout_id, worker_id=worker_id)
 
     @abstractmethod
     async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
@@ -209,7 +215,8 @@ class LightningStore(ABC):
         A repeated span returns the stored copy unchanged. The attempt must exist (NotFoundError)
         and belong to the rollout named. The first span of a `preparing` attempt moves it (and its
         rollout) to `running`; a span revives an `unresponsive` attempt that is still current.
-        Spans of ended attempts are stored too (late spans stay with their attempt). A NaN or
+        Spans of ended attempts are stored too (late spans stay with their attempt); over HTTP only a
+        role token still sends them, since an attempt's agent key expires when it ends. A NaN or
         infinity in the span's attributes or resource is kept as OTLP's JSON string ("NaN",
         "Infinity", "-Infinity": lightningstore.finite); its times must be finite numbers.
         """
@@ -226,7 +233,7 @@ class LightningStore(ABC):
         """Attach a named reward to a rollout (and optionally to one span or step of it).
 
         Idempotent on `reward_id` when given. The rollout must exist; an `attempt_id`, when given,
-        must be one of its attempts.
+        must be one of its attempts. `value` is a finite number (`RewardIn` refuses a bool).
         """
 
     # ---- queries -----------------------------------------------------------------------------
@@ -382,7 +389,10 @@ class LightningStore(ABC):
         """Point a resource's pointer at one of its versions and append the move to the history.
 
         The version must exist and carry that name. Who may move `approved` is decided by the
-        caller's credentials (the server), not here.
+        caller's credentials (the server), not here: over HTTP only an approver the resource's gate
+        policy names in `default_approvers` (any approver when it names none) or an admin, and the
+        move's `actor` is the credentials' identity (`approver:alice`), the stated `actor` after it
+        when that differs (`approver:alice (stated: ops)`).
         """
 
     @abstractmethod

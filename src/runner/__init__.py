@@ -5,7 +5,7 @@ from runner.context import AttemptContext, agent_name, current_attempt
 from runner.progress import RunnerSummary
 from runner.resources import AgentResources, ResolvedLLM
 from runner.reward import emit_reward
-from runner.runner import Runner
+from runner.runner import Runner, runner_name_prefix
 from runner.trace import trace
 
 __all__ = [
@@ -20,5 +20,6 @@ __all__ = [
     "current_attempt",
     "emit_reward",
     "rollout",
+    "runner_name_prefix",
     "trace",
 ]

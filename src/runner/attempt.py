@@ -86,11 +86,11 @@ class AttemptExecution:
         self.rollout_id = claim.rollout_id
         self.attempt_id = claim.attempt_id
         self.sink = sink_factory(self.rollout_id, self.attempt_id)
-        self.recorder = AttemptTracer(
+        self.attempt_tracer = AttemptTracer(
             store, self.sink, self.rollout_id, self.attempt_id, agent_name=agent.name
         )
         self.context = AttemptContext(
-            store, self.rollout_id, self.attempt_id, claim.rollout.mode.value, self.recorder
+            store, self.rollout_id, self.attempt_id, claim.rollout.mode.value, self.attempt_tracer
         )
         self.cancel_reason: CancelReason | None = None
         self._agent_task: asyncio.Task[Any] | None = None
@@ -109,7 +109,7 @@ class AttemptExecution:
         meanwhile (its rollout cancelled, say) never runs its agent. The attempt's last spans, its
         rewards and its ending go to the store in one call."""
         if not await self._beat():
-            self.recorder.close()
+            self.attempt_tracer.close()
             self.sink.close()
             return AttemptOutcome(None, "the attempt ended before its agent started")
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name=f"heartbeat-{self.attempt_id}")
@@ -120,7 +120,7 @@ class AttemptExecution:
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
         outcome = await self._end(outcome)
-        self.recorder.close()
+        self.attempt_tracer.close()
         self.sink.close()
         return outcome
 
@@ -153,7 +153,7 @@ class AttemptExecution:
 
     async def _invoke(self) -> None:
         """Resolve resources, run the agent inside the attempt's context and root span, record rewards."""
-        tracer = self.recorder.tracer
+        tracer = self.attempt_tracer.tracer
         with (
             attempt_scope(self.context),
             tracer.start_as_current_span(
@@ -211,7 +211,7 @@ class AttemptExecution:
         except Exception:
             log.exception("heartbeat of attempt %s failed; retrying next interval", self.attempt_id)
         try:
-            await self.recorder.flush()
+            await self.attempt_tracer.flush()
         except Exception:
             log.exception("flushing spans of attempt %s failed; retrying next interval", self.attempt_id)
         return True
@@ -234,7 +234,7 @@ class AttemptExecution:
         error = ""
         for attempt in range(FLUSH_TRIES):
             try:
-                await self.recorder.finish(outcome.status, outcome.failure_reason)
+                await self.attempt_tracer.finish(outcome.status, outcome.failure_reason)
                 return outcome
             except (IllegalTransitionError, NotFoundError) as exc:
                 log.warning("attempt %s was ended elsewhere before it finished (%s)", self.attempt_id, exc)
@@ -249,22 +249,25 @@ class AttemptExecution:
             outcome = AttemptOutcome(AttemptStatus.FAILED, f"spans or rewards could not be stored: {error}")
         return await self._finish(outcome)
 
-    async def _final_flush(self) -> str | None:
-        """Deliver the last spans and rewards (bounded tries); the error text if they could not be."""
-        error: str | None = None
+    async def _final_flush(self) -> None:
+        """Deliver the last spans and rewards of an attempt ended elsewhere (bounded tries, each failure
+        logged: the attempt's outcome is already decided)."""
         for attempt in range(FLUSH_TRIES):
             try:
-                await self.recorder.flush()
-                return None
-            except Exception as exc:  # noqa: BLE001 - reported in the outcome
-                error = f"{type(exc).__name__}: {exc}"
-                log.warning("flush %d of attempt %s failed: %s", attempt + 1, self.attempt_id, error)
+                await self.attempt_tracer.flush()
+                return
+            except Exception as exc:  # noqa: BLE001 - logged; nothing is left to report it to
+                log.warning(
+                    "flush %d of attempt %s failed: %s: %s",
+                    attempt + 1,
+                    self.attempt_id,
+                    type(exc).__name__,
+                    exc,
+                )
                 await asyncio.sleep(0.2 * (attempt + 1))
-        return error
 
     async def _finish(self, outcome: AttemptOutcome) -> AttemptOutcome:
-        if outcome.status is None:
-            return outcome
+        assert outcome.status is not None  # an attempt ended elsewhere never gets here
         try:
             await self.store.update_attempt(
                 self.rollout_id, self.attempt_id, status=outcome.status, failure_reason=outcome.failure_reason

@@ -8,11 +8,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from runner.agent_name import agent_name, current_agent_name
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
     from lightningstore import LightningStore
     from runner.tracer import AttemptTracer
+
+__all__ = [
+    "AttemptContext",
+    "agent_name",
+    "attempt_scope",
+    "current_agent_name",
+    "current_attempt",
+    "require_attempt",
+]
 
 
 @dataclass(frozen=True)
@@ -23,18 +34,15 @@ class AttemptContext:
     rollout_id: str
     attempt_id: str
     mode: str
-    recorder: AttemptTracer
+    attempt_tracer: AttemptTracer
 
     @property
     def tracer(self) -> Tracer:
-        return self.recorder.tracer
+        return self.attempt_tracer.tracer
 
 
 _current: contextvars.ContextVar[AttemptContext | None] = contextvars.ContextVar(
     "lightningrl_attempt", default=None
-)
-_agent_name: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "lightningrl_agent_name", default=None
 )
 
 
@@ -59,18 +67,3 @@ def attempt_scope(context: AttemptContext) -> Iterator[AttemptContext]:
         yield context
     finally:
         _current.reset(token)
-
-
-def current_agent_name() -> str | None:
-    """The agent name spans started now are tagged with (`lightningrl.agent_name`)."""
-    return _agent_name.get()
-
-
-@contextmanager
-def agent_name(name: str | None) -> Iterator[None]:
-    """Tag spans started inside the block with `lightningrl.agent_name` (for multi-agent selection)."""
-    token = _agent_name.set(name)
-    try:
-        yield
-    finally:
-        _agent_name.reset(token)

@@ -4,7 +4,7 @@ An agent already instrumented with OpenTelemetry (its own `trace.get_tracer(...)
 `opentelemetry-instrumentation-*` package, a framework's OTel instrumentor) records on the process's
 global provider, not on the attempt's private one. `AttemptSpanRouter` sits on that global provider:
 a span started while an attempt is current (the runner's contextvar, which asyncio tasks and the
-runner's agent threads inherit) is handed, when it ends, to that attempt's recorder as a copy carrying
+runner's agent threads inherit) is handed, when it ends, to that attempt's attempt_tracer as a copy carrying
 the attempt's resource attributes and ids. The library's own span is left as it was, so whatever
 exporters the application set up still see it unchanged; spans started outside any attempt are not
 touched.
@@ -30,7 +30,7 @@ DEFAULT_SERVICE_PREFIX = "unknown_service"
 
 
 class AttemptSpanRouter(SpanProcessor):
-    """On a global provider: spans started inside an attempt go to that attempt's recorder when they end."""
+    """On a global provider: spans started inside an attempt go to that attempt's attempt_tracer when they end."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -42,7 +42,10 @@ class AttemptSpanRouter(SpanProcessor):
             return
         key = (span.context.trace_id, span.context.span_id)
         with self._lock:
-            self._owners[key] = (attempt.recorder, current_agent_name() or attempt.recorder.agent_name)
+            self._owners[key] = (
+                attempt.attempt_tracer,
+                current_agent_name() or attempt.attempt_tracer.agent_name,
+            )
 
     def on_end(self, span: ReadableSpan) -> None:
         context = span.get_span_context()
@@ -51,8 +54,8 @@ class AttemptSpanRouter(SpanProcessor):
         with self._lock:
             owner = self._owners.pop((context.trace_id, context.span_id), None)
         if owner is not None:
-            recorder, agent = owner
-            recorder.collect(for_attempt(span, recorder, agent))
+            attempt_tracer, agent = owner
+            attempt_tracer.collect(for_attempt(span, attempt_tracer, agent))
 
     @property
     def open_spans(self) -> int:
@@ -64,19 +67,19 @@ class AttemptSpanRouter(SpanProcessor):
         return True
 
 
-def for_attempt(span: ReadableSpan, recorder: AttemptTracer, agent: str | None) -> ReadableSpan:
+def for_attempt(span: ReadableSpan, attempt_tracer: AttemptTracer, agent: str | None) -> ReadableSpan:
     """A copy of `span` under the attempt's resource, tagged with its ids (and agent name unless set).
 
     The attempt's resource attributes win, except a `service.name` the application chose itself: that
     keeps naming the library's process."""
-    ours = dict(recorder.resource.attributes)
+    ours = dict(attempt_tracer.resource.attributes)
     theirs = dict(span.resource.attributes) if span.resource is not None else {}
     service = theirs.get("service.name")
     if isinstance(service, str) and not service.startswith(DEFAULT_SERVICE_PREFIX):
         ours["service.name"] = service
     attributes = dict(span.attributes or {})
-    attributes[ROLLOUT_ID] = recorder.rollout_id
-    attributes[ATTEMPT_ID] = recorder.attempt_id
+    attributes[ROLLOUT_ID] = attempt_tracer.rollout_id
+    attributes[ATTEMPT_ID] = attempt_tracer.attempt_id
     if agent and AGENT_NAME not in attributes:
         attributes[AGENT_NAME] = agent
     return ReadableSpan(

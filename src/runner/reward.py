@@ -62,7 +62,7 @@ def record_reward(
         attributes[REWARD_TARGET_SPAN] = span_id
     with context.tracer.start_as_current_span(REWARD_SPAN_NAME, attributes=attributes):
         pass
-    context.recorder.add_reward(reward)
+    context.attempt_tracer.add_reward(reward)
     return reward
 
 

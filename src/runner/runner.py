@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from lightningstore import LightningStore, WorkerStatus
-from lightningstore.auth import agent_key
 from runner.agent import LitAgent, as_agent
 from runner.attempt import AttemptExecution, AttemptOutcome, AttemptSettings, CancelReason
 from runner.global_spans import capture_global_spans
@@ -23,6 +22,11 @@ from runner.sink import OtlpSink, SharedSink, SpanSink, StoreSink
 log = logging.getLogger("runner")
 SpanTransport = Literal["auto", "store", "otlp"]
 MAX_IDLE_POLL_SECONDS = 0.5
+
+
+def runner_name_prefix(pid: int, host: str | None = None) -> str:
+    """How every default runner name (and so its worker ids) of process `pid` on `host` begins."""
+    return f"runner-{host or socket.gethostname()}-{pid}-"
 
 
 def _remote_base_url(store: LightningStore) -> str | None:
@@ -74,7 +78,7 @@ class Runner:
         self.heartbeat_interval = heartbeat_interval
         self.poll_interval = poll_interval
         self.show_progress = show_progress
-        self.name = name or f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.name = name or f"{runner_name_prefix(os.getpid())}{uuid.uuid4().hex[:6]}"
         self.stop_timeout = stop_timeout
         self.otlp_headers = otlp_headers
         self.global_spans = global_spans
@@ -213,12 +217,12 @@ class Runner:
     def _sink(self, rollout_id: str, attempt_id: str) -> SpanSink:
         if self._remote_url is None:
             return StoreSink(self.store)
-        headers = dict(self.otlp_headers or {})
-        if not headers and self.agent_key_secret:  # a key per attempt: an exporter per attempt
-            headers["authorization"] = f"Bearer {agent_key(self.agent_key_secret, rollout_id, attempt_id)}"
-            return OtlpSink(f"{self._remote_url}/v1/traces", headers)
         if self._shared_sink is None:
-            # The same headers for every attempt: one exporter (one connection pool) for all of them.
+            # The runner's own credential, never an agent key: the spans it records (instrumented LLM
+            # calls with their token ids) are training data the store refuses from an agent key, and
+            # an attempt's last spans may arrive after it ended. The same headers for every attempt:
+            # one exporter (one connection pool) for all of them.
+            headers = dict(self.otlp_headers or {})
             if not headers and (authorization := _client_authorization(self.store)) is not None:
                 headers["authorization"] = authorization
             self._shared_sink = SharedSink(OtlpSink(f"{self._remote_url}/v1/traces", headers))

@@ -48,7 +48,8 @@ class OtlpSink:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         self.endpoint = endpoint
-        self._exporter = OTLPSpanExporter(endpoint=endpoint, headers=headers or {}, timeout=timeout)
+        self.headers = dict(headers or {})
+        self._exporter = OTLPSpanExporter(endpoint=endpoint, headers=self.headers, timeout=timeout)
 
     async def write(self, spans: Sequence[ReadableSpan], rollout_id: str, attempt_id: str) -> None:
         if not spans:

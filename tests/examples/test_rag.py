@@ -32,6 +32,7 @@ from lightningrl import fit
 from lightningrl.credit.calls import is_llm_span
 from lightningrl.serving.protocol import ChatCompletionRequest
 from lightningrl.serving.service import chat_encoder
+from lightningrl.serving.tool_prompt import renders_tools
 from lightningrl.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup
 from lightningstore import Span, SqlStore, semconv
@@ -84,7 +85,9 @@ def test_warmup_renders_tools_and_tool_calls_as_the_server_does(tmp_path: Path) 
     searches = [(thought, "companies", task.entity, world.search("companies", task.entity))]
     messages = conversation(task.question, searches)
     request = ChatCompletionRequest(model="m", messages=messages, tools=tool_params())
-    server = chat_encoder(request.messages, True, request.tools)(SimpleNamespace(tokenizer=tokenizer))[0]
+    # The encoder reads what a LoadedModel knows of its template (the tinylm one renders tools itself).
+    loaded = SimpleNamespace(tokenizer=tokenizer, template_renders_tools=renders_tools(tokenizer))
+    server = chat_encoder(request.messages, True, request.tools)(loaded)[0]
     prompt, _ = encode_demonstration(tokenizer, messages, "x", tool_params())
     assert prompt == server
     text = tokenizer.decode(prompt)

@@ -101,7 +101,7 @@ async def test_authority_and_production_routing(tmp_path: Path) -> None:
         assert proof.ok and proof.served == {parent.version_id: 3}, proof
         history = await apr.query_pointer_history("llm", "approved")
         assert [m.version_id for m in history] == [parent.version_id, cand.version_id, parent.version_id]
-        assert [m.actor for m in history][1:] == ["alice", "alice"]
+        assert [m.actor for m in history][1:] == ["approver (stated: alice)"] * 2  # the token has no name
         kinds = [e.kind for e in await apr_gate.list_evidence(receipt.receipt_id)]
         assert kinds == [EvidenceKind.ROLLBACK]
         for client in clients.values():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lightningrl.processes import child_env
+from lightningrl.processes.supervisor import child_env
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "release_gate" / "four_candidates.py"
 

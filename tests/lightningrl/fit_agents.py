@@ -23,6 +23,20 @@ async def reply_length_agent(task: dict, resources) -> float:
     return min(1.0, len(reply.choices[0].message.content or "") / 20)
 
 
+@rollout
+async def fruit_agent(task: dict, resources) -> float:
+    """One model call to a real chat model; the reward grows with the reply's length (siblings differ).
+
+    Twelve tokens are at most ~80 characters, so the reward never saturates: a group whose four
+    replies all scored 1.0 has no advantage and its update is skipped (seen on a fresh clone)."""
+    llm = resources.llm
+    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
+        reply = await client.chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": task["prompt"]}], max_tokens=12
+        )
+    return min(1.0, len(reply.choices[0].message.content or "") / 200)
+
+
 # An in-process trainer in this test process sets these; a child trainer must pick its own port.
 _TORCH_DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 

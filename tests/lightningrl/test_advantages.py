@@ -7,14 +7,9 @@ import math
 import pytest
 import torch
 
-from lightningrl.advantages import (
-    AdvantageConfig,
-    PolicyLossConfig,
-    compute_advantages,
-    policy_loss,
-    truncated_is_weights,
-)
 from lightningrl.credit import TrainingSequence, collate
+from lightningrl.rl.advantages import AdvantageConfig, compute_advantages
+from lightningrl.trainer.loss import PolicyLossConfig, policy_loss, truncated_is_weights
 
 
 def sequence(group: str, values: list[float], tokens_per_call: int = 2, context: int = 0) -> TrainingSequence:

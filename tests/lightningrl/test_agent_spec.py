@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fit_agents import reply_length_agent
 
-from lightningrl.agent_spec import AgentSpec, agent_spec
+from lightningrl.processes.agent_spec import AgentSpec, agent_spec
 from runner import LitAgent
 
 

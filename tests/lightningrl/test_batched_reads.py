@@ -9,9 +9,9 @@ from typing import Any
 
 from algorithm import Task
 from lightningrl.config import LightningRLConfig
-from lightningrl.loop import LightningRL
 from lightningrl.release import stop_reason
 from lightningrl.release.spans import KIND_ATTRIBUTES
+from lightningrl.rl.loop import LightningRL
 from lightningstore import LLM, RewardIn, Rollout, SpanIn, SqlStore, semconv
 from lightningstore.gate import GatePolicy, ProtectedCase, gate_records
 
@@ -96,7 +96,7 @@ async def one_step(tmp_path: Path, tasks_per_step: int, n: int) -> tuple[Countin
 
     store.calls.clear()
     outcomes = await rl.wait_for(enqueued, timeout=10)
-    sequences, _ = await rl.collect(outcomes)
+    sequences, _, _ = await rl.collect(outcomes)
     policy = GatePolicy(resource_name=NAME, span_coverage=["agent", "llm"])
     assert await stop_reason(store, NAME, gate=gate, policy=policy) is None  # type: ignore[arg-type]
     await inner.close()

@@ -6,10 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from lightningrl.advantages import AdvantageConfig, compute_advantages
-from lightningrl.baseline import RunningBaseline
-from lightningrl.continuous import ContinuousConfig, RolloutFeed, VersionLineage, sampling_versions, task_key
 from lightningrl.credit import TrainingSequence, collate
+from lightningrl.rl.advantages import AdvantageConfig, compute_advantages
+from lightningrl.rl.baseline import RunningBaseline
+from lightningrl.rl.continuous import (
+    ContinuousConfig,
+    RolloutFeed,
+    VersionLineage,
+    sampling_versions,
+    task_key,
+)
 from lightningstore import LLM, AttemptStatus, SpanIn, SqlStore, semconv
 
 
@@ -140,7 +146,7 @@ async def test_staleness_follows_the_parent_chain(tmp_path: Path) -> None:
 async def test_freshness_skips_stale_and_unversioned_rollouts(tmp_path: Path) -> None:
     from algorithm import Task
     from lightningrl.config import LightningRLConfig
-    from lightningrl.loop import LightningRL
+    from lightningrl.rl.loop import LightningRL
 
     store = SqlStore(tmp_path / "store.db")
     llm = LLM(endpoints=["http://127.0.0.1:9/v1"], model="m")

@@ -18,9 +18,9 @@ from toy_ab import PROMPTS, pick_b_agent, publish_warm, success_of, toy_tasks, w
 
 from algorithm import Evaluate
 from lightningrl.config import LightningRLConfig
-from lightningrl.continuous import CUTOFF_KEY, TRAINED_MARK, ContinuousConfig
 from lightningrl.local_stack import local_stack
-from lightningrl.loop import LightningRL
+from lightningrl.rl.continuous import CUTOFF_KEY, TRAINED_MARK, ContinuousConfig
+from lightningrl.rl.loop import LightningRL
 from lightningrl.trainer.config import TrainerConfig
 from lightningstore import RolloutMode, SqlStore
 from lightningstore.gate import gate_records

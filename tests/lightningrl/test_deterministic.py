@@ -6,7 +6,7 @@ from pathlib import Path
 
 from algorithm import Task
 from lightningrl.config import LightningRLConfig
-from lightningrl.loop import LightningRL
+from lightningrl.rl.loop import LightningRL
 from lightningstore import SqlStore
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,15 +11,19 @@ import httpx
 import pytest
 import torch
 from engine_stack import TOOL_QUESTION, TOOLS, Live, require_vllm_python, serve
+from transformers import AutoTokenizer
 
-from lightningrl import fit
 from lightningrl.cli import main as cli_main
 from lightningrl.config import LightningRLConfig
 from lightningrl.serving import create_app
 from lightningrl.serving.endpoint import VllmEndpoint, sync_weights
 from lightningrl.serving.tool_calls import parse_tool_calls
+from lightningrl.serving.tool_prompt import hermes_conversation
 from lightningrl.serving.vllm import (
+    EXTENSION_PATH,
     PYTHON_ENV,
+    RELOAD_METHOD,
+    WORKER_EXTENSION,
     VllmUnavailable,
     check_reloadable,
     resolve_engine,
@@ -99,21 +104,36 @@ async def test_our_server_renders_tools_and_refuses_what_it_cannot_do(ours: Live
         assert "messages[1].tool_calls[0].function.arguments is not JSON" in bad.json()["error"]["message"]
 
 
-def test_tied_output_heads_are_refused_for_vllm(tied: Path, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="tie_word_embeddings=true"):
-        check_reloadable(tied)
-    with pytest.raises(ValueError, match="tie_word_embeddings=true"):
-        fit(["python", "-c", "pass"], [{"q": 1}], model=tied, engine="vllm", output_dir=tmp_path / "run")
-    untied = build_tiny_model(tmp_path / "untied", hidden_size=64, tie_word_embeddings=False)
-    check_reloadable(untied)
+def test_tied_output_heads_are_reloadable_on_vllm_and_a_directory_without_weights_is_not(
+    tied: Path, tmp_path: Path
+) -> None:
+    check_reloadable(tied)  # the sync rebuilds a tied head through the worker extension
+    check_reloadable(build_tiny_model(tmp_path / "untied", hidden_size=64, tie_word_embeddings=False))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="has no config.json"):
+        check_reloadable(tmp_path / "empty")
+    (tmp_path / "empty" / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="has no weight files"):
+        check_reloadable(tmp_path / "empty")
 
 
-async def test_vllm_weight_sync_refuses_a_tied_checkpoint_before_touching_the_server(tied: Path) -> None:
-    with pytest.raises(ValueError, match="tie_word_embeddings=true"):
-        await sync_weights(["http://127.0.0.1:1/v1"], str(tied), engine="vllm")
+async def test_vllm_weight_sync_refuses_a_directory_without_weights_before_touching_the_server(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="has no weight files"):
+        await sync_weights(["http://127.0.0.1:1/v1"], str(tmp_path), engine="vllm")
     async with httpx.AsyncClient() as client:
-        with pytest.raises(ValueError, match="tie_word_embeddings=true"):
-            await VllmEndpoint("http://127.0.0.1:1/v1").sync_weights(client, str(tied))
+        with pytest.raises(ValueError, match="has no weight files"):
+            await VllmEndpoint("http://127.0.0.1:1/v1").sync_weights(client, str(tmp_path))
+
+
+def test_the_worker_extension_imports_nothing_of_ours_and_reloads_then_reties() -> None:
+    source = (EXTENSION_PATH / "lightningrl_vllm_ext.py").read_text()
+    assert "lightningrl." not in source.replace("lightningrl_", "")  # vLLM's environment lacks ours
+    module = importlib.import_module("lightningrl.serving.vllm_ext.lightningrl_vllm_ext")
+    assert WORKER_EXTENSION == "lightningrl_vllm_ext.WeightSyncExtension"
+    assert callable(getattr(module.WeightSyncExtension, RELOAD_METHOD))
 
 
 async def test_our_weight_sync_is_detected_and_reloads(ours: Live, tied: Path) -> None:
@@ -147,9 +167,49 @@ def test_vllm_command_and_environment(tmp_path: Path) -> None:
     assert "--dtype float32" in text  # the declared dtype: vLLM's auto would serve bf16 on a CPU
     assert "--enable-auto-tool-choice --tool-call-parser hermes" in text
     assert "--enable-lora --max-lora-rank 8" in text and "--enforce-eager" in text
+    assert f"--worker-extension-cls {WORKER_EXTENSION}" in text
+    assert "--chat-template" not in text  # tinylm's template renders tools itself
     env = vllm_env(base={"PYTHONPATH": "/ours", "VLLM_CPU_KVCACHE_SPACE": "4"})
-    assert env["PYTHONPATH"] == "" and env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert env["PYTHONPATH"] == str(EXTENSION_PATH) and env["VLLM_SERVER_DEV_MODE"] == "1"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "4"  # a size the user set wins
+
+
+CHATML_WITHOUT_TOOLS = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def test_vllm_gets_a_chat_template_that_renders_tools_as_ours_when_the_models_has_none(
+    tmp_path: Path,
+) -> None:
+    model = build_tiny_model(tmp_path / "m", hidden_size=64, tie_word_embeddings=False)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.chat_template = CHATML_WITHOUT_TOOLS
+    (model / "chat_template.jinja").unlink(missing_ok=True)
+    tokenizer.save_pretrained(model)
+    command = vllm_command(model, port=9, python="py")
+    template = Path(command[command.index("--chat-template") + 1]).read_text()
+    assert command[command.index("--chat-template-content-format") + 1] == "string"
+    conversation = [
+        {"role": "system", "content": "Be brief."},
+        TOOL_QUESTION[0],
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "add", "arguments": {"a": 1}}}],
+        },
+        {"role": "tool", "content": "1"},
+        {"role": "tool", "content": "2"},
+    ]
+    for messages, tools in [(conversation, TOOLS), (TOOL_QUESTION, TOOLS), (conversation, None)]:
+        ours = tokenizer.apply_chat_template(hermes_conversation(messages, tools), tokenize=False)
+        theirs = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=False)
+        assert theirs == ours
+    assert (
+        "--chat-template"
+        not in vllm_command(model, port=9, python="py", extra_args=["--chat-template", "x"])[:-2]
+    )
 
 
 def test_serve_model_names_a_missing_vllm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,10 @@ from backends import create_pg_database, drop_pg_database
 from fit_agents import PROMPTS, reply_length_agent, subprocess_env
 from proc_state import alive as _alive
 
+import lightningrl.fitting as fit_module
 from lightningrl import TrainResult, fit
+from lightningrl.config import LightningRLConfig
+from lightningrl.config_fields import config_from
 from lightningrl.tinylm import build_tiny_model
 from lightningstore import SqlStore
 
@@ -137,13 +140,30 @@ def test_fit_refuses_what_runners_cannot_load(model: Path, tmp_path: Path) -> No
         fit(closure, [{"x": 1}], model=model, output_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="no-such-model"):
         fit(reply_length_agent, [{"x": 1}], model=tmp_path / "no-such-model", output_dir=tmp_path)
-    with pytest.raises(ValueError, match="tie_word_embeddings"):  # vLLM would keep a tied head stale
-        fit(reply_length_agent, [{"x": 1}], model=model, engine="vllm", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="lora_rank > 0 is not wired in fit"):
+        lora = {"trainer": {"lora_rank": 8}}
+        fit(reply_length_agent, [{"x": 1}], model=model, engine="vllm", config=lora, output_dir=tmp_path)
     with pytest.raises(ValueError, match="engine must be one of"):
         fit(reply_length_agent, [{"x": 1}], model=model, engine="sglang", output_dir=tmp_path)
     with pytest.raises(ValueError, match="config.stepz"):
         fit(reply_length_agent, [{"x": 1}], model=model, config={"stepz": 1}, output_dir=tmp_path)
+    with pytest.raises(ValueError, match="output_dir=.* and config's output_dir=.* differ"):
+        config = {"output_dir": str(tmp_path / "a")}
+        fit(reply_length_agent, [{"x": 1}], model=model, config=config, output_dir=tmp_path / "b")
     assert not (tmp_path / "logs").exists()  # nothing was started
+
+
+def test_fit_honours_the_configs_output_dir(tmp_path: Path) -> None:
+    where = tmp_path / "from-config"
+    as_dict = {"output_dir": str(where)}
+    assert fit_module._output_dir(None, as_dict, config_from(as_dict)) == where
+    assert (
+        fit_module._output_dir(None, LightningRLConfig(output_dir=where), LightningRLConfig(output_dir=where))
+        == where
+    )
+    assert fit_module._output_dir(where, as_dict, config_from(as_dict)) == where  # the same, given twice
+    assert fit_module._output_dir(None, None, config_from(None)) == Path("runs/fit")
+    assert fit_module._output_dir(tmp_path, {"steps": 1}, config_from({"steps": 1})) == tmp_path
 
 
 SCRIPT = """

@@ -340,13 +340,25 @@ async def test_concurrent_requests_are_batched(client: AsyncOpenAI, http: httpx.
     assert batching["batches"] - before < 16
 
 
+async def _batching_after(http: httpx.AsyncClient, earlier: dict[str, int]) -> dict[str, int]:
+    """The batching counters once a batch newer than `earlier` is counted (a batch is counted when its
+    last row ends, just after the answers went out); bounded at 2 s."""
+    for _ in range(100):
+        now = (await http.get("/metrics")).json()["batching"]
+        if now["batches"] > earlier["batches"]:
+            return now
+        await asyncio.sleep(0.02)
+    return now
+
+
 async def test_a_request_joins_the_running_batch_and_decodes_as_alone(
     client: AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:
     """Continuous batching: a request arriving mid-batch joins it between decode steps (one batch, not
     two) and gets exactly what it gets alone, though its cache is left-padded to the batch's."""
+    start = (await http.get("/metrics")).json()["batching"]
     alone = await client.completions.create(model="tiny", prompt="Item 7 is", max_tokens=6, temperature=0)
-    before = (await http.get("/metrics")).json()["batching"]
+    before = await _batching_after(http, start)  # the alone request's batch is counted just after it answers
     long = asyncio.create_task(
         client.completions.create(
             model="tiny", prompt="A much longer opening prompt", max_tokens=200, temperature=0
@@ -356,11 +368,7 @@ async def test_a_request_joins_the_running_batch_and_decodes_as_alone(
     joined = await client.completions.create(model="tiny", prompt="Item 7 is", max_tokens=6, temperature=0)
     assert not long.done()  # it finished inside the long request's batch
     await long
-    for _ in range(100):  # a batch is counted when its last row ends, just after the answers went out
-        after = (await http.get("/metrics")).json()["batching"]
-        if after["batches"] > before["batches"]:
-            break
-        await asyncio.sleep(0.02)
+    after = await _batching_after(http, before)
     assert (after["batches"] - before["batches"], after["requests"] - before["requests"]) == (1, 2)
     assert joined.choices[0].text == alone.choices[0].text
 

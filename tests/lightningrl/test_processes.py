@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from proc_state import alive as _alive
 
-from lightningrl.processes import Supervisor, free_port
+from lightningrl.processes.supervisor import Supervisor, free_port
 
 
 def _wait_for(condition, timeout: float = 30.0) -> bool:
@@ -48,7 +48,7 @@ def test_children_die_when_the_parent_is_sigkilled(tmp_path: Path) -> None:
     parent_code = textwrap.dedent(
         f"""
         import sys, time
-        from lightningrl.processes import Supervisor
+        from lightningrl.processes.supervisor import Supervisor
         child = Supervisor({str(tmp_path / "logs")!r}).start("sleeper", [sys.executable, "-c", "import time; time.sleep(120)"])
         print(child.pid, flush=True)
         time.sleep(120)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lightningrl.progress import StepProgress, step_info
+from lightningrl.rl.progress import StepProgress, step_info
 from lightningrl.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, supervised_warmup
 

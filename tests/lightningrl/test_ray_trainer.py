@@ -15,8 +15,13 @@ import torch
 from safetensors.torch import load_file
 from test_verl_trainer import build_tiny_model, random_batch
 
-from lightningrl.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, base_of, is_adapter_dir, load_causal_lm
-from lightningrl.advantages import PolicyLossConfig
+from lightningrl.models.adapter import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    base_of,
+    is_adapter_dir,
+    load_causal_lm,
+)
 from lightningrl.trainer import (
     RayTrainer,
     Trainer,
@@ -25,6 +30,7 @@ from lightningrl.trainer import (
     build_trainer,
     response_log_probs,
 )
+from lightningrl.trainer.loss import PolicyLossConfig
 from lightningrl.trainer.verl_actor import rank_major_order
 
 
@@ -207,7 +213,7 @@ async def test_the_loop_trains_lora_on_two_ranks_and_serves_each_adapter(
     from algorithm import Task
     from lightningrl.config import LightningRLConfig
     from lightningrl.local_stack import local_stack
-    from lightningrl.loop import LightningRL
+    from lightningrl.rl.loop import LightningRL
     from lightningrl.tinylm import build_tiny_model as build_chat_model
     from lightningstore import LLM, SqlStore
     from runner import Runner

@@ -12,8 +12,8 @@ import torch
 from test_ray_trainer import assert_adapter_dir, run_steps
 from test_verl_trainer import build_tiny_model, random_batch
 
-from lightningrl.advantages import PolicyLossConfig
 from lightningrl.trainer import RayTrainer, TrainerConfig, VerlActorTrainer
+from lightningrl.trainer.loss import PolicyLossConfig
 from lightningrl.trainer.ray_cluster import ADDRESS_ENV
 
 LORA = {

@@ -104,3 +104,19 @@ def test_train_reports_bad_config_keys(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "config.stepz" in done.stderr and "valid keys" in done.stderr
+
+
+def test_algorithm_prompt_and_stage_tables_from_toml_and_flags(tmp_path: Path) -> None:
+    (tmp_path / "chain.toml").write_text(
+        'agent = "m:f"\ntrain = "t.jsonl"\nmodel = "m"\nalgorithm = ["apo", "rl"]\nprompt = "Q: {q}"\n'
+        "[apo]\nrounds = 1\nbeam = 2\n[sft]\nsteps = 4\n[config]\nsteps = 2\n"
+    )
+    parser = build_parser()
+    top, config = settings_from(parser.parse_args(["train", "--config", str(tmp_path / "chain.toml")]))
+    assert top["algorithm"] == ["apo", "rl"] and top["prompt"] == "Q: {q}"
+    assert top["apo"] == {"rounds": 1, "beam": 2} and top["sft"] == {"steps": 4} and config == {"steps": 2}
+    flags = ["--config", str(tmp_path / "chain.toml"), "--algorithm", "sft,rl", "--sft", "{steps = 1}"]
+    top, _ = settings_from(parser.parse_args(["train", *flags]))
+    assert top["algorithm"] == ["sft", "rl"] and top["sft"] == {"steps": 1}
+    with pytest.raises(ValueError, match="apo must be a TOML inline table"):
+        settings_from(parser.parse_args(["train", "--apo", "rounds=2"]))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lightningrl.advantages import PolicyLossConfig, compute_advantages
 from lightningrl.credit import SequenceBatch, TrainingSequence, assign_credit, collate
+from lightningrl.rl.advantages import compute_advantages
 from lightningrl.trainer import (
     Trainer,
     TrainerConfig,
@@ -20,6 +20,7 @@ from lightningrl.trainer import (
     response_log_probs,
     torch_reference_step,
 )
+from lightningrl.trainer.loss import PolicyLossConfig
 from lightningstore import semconv
 from lightningstore.reward import Reward
 from lightningstore.span import Span

@@ -82,7 +82,7 @@ async def test_pause_holds_new_calls_drain_waits_for_running_ones_resume_release
                 extra_body={"ignore_eos": True},
             )
         )
-        while env.gateway.gate.in_flight == 0:
+        while env.gateway.pause_switch.in_flight == 0:
             await asyncio.sleep(0.005)
         paused = (await admin.post("/pause")).json()
         assert paused["paused"] is True and paused["in_flight"] == 1

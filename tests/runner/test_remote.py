@@ -58,10 +58,10 @@ async def test_runner_over_http_exports_spans_with_otlp(server: tuple[str, Token
             client, agent, workers=2, agent_key_secret=secret, heartbeat_interval=0.2, show_progress=False
         )
         sink = runner._sink("r", "a")
-        # a key per attempt (agent keys on) needs an exporter per attempt; otherwise one is shared
-        exporter = sink if secret else sink.sink
-        assert exporter.__class__ is OtlpSink
-        assert (runner._sink("r2", "a2") is sink) is (not secret)
+        # one exporter for every attempt, with the runner's own token even when agent keys are on
+        assert sink.sink.__class__ is OtlpSink and runner._sink("r2", "a2") is sink
+        expected = {"authorization": "Bearer rt"} if tokens.enabled else {}
+        assert sink.sink.headers == expected
         summary = await runner.run(max_rollouts=2)
         assert (summary.succeeded, summary.failed) == (1, 1)
 

@@ -78,13 +78,15 @@ async def test_spans_of_a_rollout_with_an_encoded_id_take_the_fast_path(
     body = orjson.dumps([span("ro/1 %x", claim["attempt"]["attempt_id"], "s1")])
     assert (await raw_http.post("/v1/spans", content=body, headers=JSON)).status_code == 200
     served: list[str] = []
-    route = fast_path.QUERY_SPANS
+    (template,) = fast_path.HOT_TEMPLATES["GET"]  # GET /v1/rollouts/{rollout_id:id}/spans
+    route = template.route
 
     async def counting(store: Any, caller: Any, body: Any, rollout_id: str) -> Any:
         served.append(rollout_id)
         return await route.run(store, caller, body, rollout_id)
 
-    monkeypatch.setattr(fast_path, "QUERY_SPANS", fast_path.HotRoute(route.body, counting, route.answer))
+    counted = template._replace(route=fast_path.HotRoute(route.body, counting, route.answer))
+    monkeypatch.setitem(fast_path.HOT_TEMPLATES, "GET", (counted,))
     path = f"/v1/rollouts/{quote('ro/1 %x', safe='')}/spans"
     fast, slow = await both(raw_http, "GET", path, b"")
     assert fast.status_code == slow.status_code == 200 and fast.json() == slow.json()
@@ -165,14 +167,14 @@ async def test_only_bare_json_requests_to_hot_routes_take_the_fast_path(
     raw_http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     served: list[str] = []
-    route = fast_path.HOT_ROUTES[("POST", "/v1/rollouts/dequeue")]
+    route = fast_path.HOT_PATHS[("POST", "/v1/rollouts/dequeue")]
 
     async def counting(store: Any, caller: Any, body: Any) -> Any:
         served.append("fast")
         return await route.run(store, caller, body)
 
     monkeypatch.setitem(
-        fast_path.HOT_ROUTES,
+        fast_path.HOT_PATHS,
         ("POST", "/v1/rollouts/dequeue"),
         fast_path.HotRoute(route.body, counting, route.answer),
     )

@@ -22,7 +22,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from ui_demo_store import STEPS, DemoStore, build_demo_store
 
 from lightningrl.cli import main
-from lightningrl.processes import child_env
+from lightningrl.processes.supervisor import child_env
 from lightningstore import SqlStore
 from lightningstore.span import Span
 
@@ -66,20 +66,31 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
+def sign_in(tab: Page, token: str) -> None:
+    """Fill the sign-in form the page shows and send it."""
+    tab.fill("input[name=token]", token)
+    tab.click("button[type=submit]")
+
+
 @pytest.fixture
 def page(browser: Browser, server: LiveServer) -> Iterator[Page]:
-    """A page signed in with the read-only viewer token (by `?token=`, as `lightningrl dashboard` opens it)."""
+    """A page signed in with the read-only viewer token, through the sign-in form."""
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     tab = context.new_page()
     errors: list[str] = []
+    refused: list[str] = []
     elsewhere: list[str] = []
     tab.on("pageerror", lambda exc: errors.append(f"{exc}\n{exc.stack}"))
+    # Chromium reports what the Content-Security-Policy blocked as console errors.
+    tab.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
     tab.on("request", lambda r: None if r.url.startswith(server.url) else elsewhere.append(r.url))
-    tab.goto(f"{server.url}/ui/rollouts?token={TOKENS['viewer']}")
-    assert "token=" not in tab.url  # the token went into a cookie, not the history
+    tab.goto(f"{server.url}/ui/login?next=/ui/rollouts")
+    sign_in(tab, TOKENS["viewer"])
+    expect(tab).to_have_url(f"{server.url}/ui/rollouts")
     yield tab
     context.close()
     assert not errors, errors  # no script error on any page
+    assert not refused, refused  # nothing on any page breaks the CSP (no inline script or style)
     assert not elsewhere, elsewhere  # works offline: nothing is fetched from anywhere but the store server
 
 
@@ -114,16 +125,18 @@ def test_only_reading_tokens_can_view(browser: Browser, server: LiveServer) -> N
     response = tab.goto(f"{server.url}/ui/rollouts")
     assert response is not None and response.status == 401
     expect(tab.locator("form[action='/ui/login']")).to_be_visible()
-    tab.fill("input[name=token]", "not-a-token")
-    tab.click("button[type=submit]")
+    assert response.headers["content-security-policy"].startswith("default-src 'none'; script-src 'self'")
+    sign_in(tab, "not-a-token")
     expect(tab.locator("#login-message")).to_have_text("that token is not one this store knows")
     shot(tab, "login")
-    response = tab.goto(f"{server.url}/ui/release?token={TOKENS['runner']}")  # a runner may not read spans
-    assert response is not None and response.status == 403
-    expect(tab.locator("#error-message")).to_contain_text("the runner role may not view the dashboard")
+    sign_in(tab, TOKENS["runner"])  # a machine's token, not a person's
+    expect(tab.locator("#login-message")).to_contain_text("the runner role may not view the dashboard")
+    # A token in the URL is refused, and signs nobody in.
+    response = tab.goto(f"{server.url}/ui/release?token={TOKENS['viewer']}")
+    assert response is not None and response.status == 400
+    expect(tab.locator("#login-message")).to_contain_text("a token in the URL is not accepted")
     tab.goto(f"{server.url}/ui/login?next=/ui/resources")
-    tab.fill("input[name=token]", TOKENS["viewer"])
-    tab.click("button[type=submit]")
+    sign_in(tab, TOKENS["viewer"])
     expect(tab).to_have_url(f"{server.url}/ui/resources")
     expect(tab.locator("#role")).to_have_text("viewer")
     # the viewer token reads, it never writes
@@ -133,7 +146,12 @@ def test_only_reading_tokens_can_view(browser: Browser, server: LiveServer) -> N
         headers={"authorization": f"Bearer {TOKENS['viewer']}"},
     )
     assert api.status_code == 403, api.text
-    tab.goto(f"{server.url}/ui/logout")
+    response = tab.goto(f"{server.url}/ui/logout")  # a GET signs nobody out
+    assert response is not None and response.status == 405
+    tab.goto(f"{server.url}/ui/resources")
+    expect(tab.locator("#role")).to_have_text("viewer")
+    tab.click("#sign-out")  # the page's own POST form
+    expect(tab).to_have_url(f"{server.url}/ui/login")
     response = tab.goto(f"{server.url}/ui/rollouts")
     assert response is not None and response.status == 401
     context.close()
@@ -261,6 +279,10 @@ def test_training_chart_has_a_point_per_step(page: Page, server: LiveServer) -> 
     assert page.evaluate("LightningUI.charts.reward.data[0]") == list(range(STEPS + 1))  # step 0: validation
     expect(page.locator("#chart-slices")).to_contain_text("Held-out success per slice")
     expect(page.locator("#chart-actor-grad_norm")).to_have_attribute("data-points", str(STEPS))
+    # Token accounting: the mismatch and drift of every update step.
+    expect(page.locator("#chart-tokens-mismatch")).to_contain_text("Train-inference mismatch")
+    expect(page.locator("#chart-tokens-mismatch")).to_have_attribute("data-points", str(STEPS))
+    expect(page.locator("#chart-tokens-drift")).to_have_attribute("data-points", str(STEPS))
     shot(page, "training")
 
 
@@ -320,7 +342,9 @@ def test_dashboard_command_opens_the_remote_store(
     context = browser.new_context()
     tab = context.new_page()
     tab.goto(opened[0])
-    expect(tab).to_have_url(f"{server.url}/ui/release")  # the token went into the cookie
+    assert "token" not in opened[0]  # the sign-in page, not the token in a URL
+    sign_in(tab, TOKENS["viewer"])
+    expect(tab).to_have_url(f"{server.url}/ui/release")
     expect(tab.locator("#role")).to_have_text("viewer")
     context.close()
 

@@ -21,8 +21,8 @@ from rich.console import Console
 from algorithm import Task
 from lightningrl.config import LightningRLConfig
 from lightningrl.local_stack import local_stack
-from lightningrl.loop import LightningRL
 from lightningrl.release import build_receipt, check_receipt
+from lightningrl.rl.loop import LightningRL
 from lightningrl.tinylm import build_tiny_model
 from lightningrl.trainer.config import TrainerConfig
 from lightningstore import LLM, SqlStore

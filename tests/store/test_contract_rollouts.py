@@ -96,6 +96,40 @@ async def test_start_rollout_and_start_attempt(store: LightningStore) -> None:
         await store.start_attempt("missing")
 
 
+async def test_start_rollout_keeps_what_enqueue_keeps(store: LightningStore) -> None:
+    started = await store.start_rollout(
+        {"q": 2},
+        mode="val",
+        metadata={"k": 1},
+        group_id="g",
+        worker_id="w",
+        config=RolloutConfig(max_attempts=3),
+    )
+    stored = await store.get_rollout_by_id(started.rollout_id)
+    assert stored is not None
+    assert (stored.mode, stored.metadata, stored.group_id) == ("val", {"k": 1}, "g")
+    assert stored.config.max_attempts == 3
+    assert (stored.status, started.attempt.worker_id) == (RolloutStatus.PREPARING, "w")
+
+
+async def test_enqueue_and_start_refuse_a_bad_argument_naming_it(store: LightningStore) -> None:
+    for call in (store.enqueue_rollout, store.start_rollout):
+        with pytest.raises(InvalidInputError, match="mode") as bad_mode:
+            await call(1, mode="bogus")
+        assert "bogus" in str(bad_mode.value)
+        with pytest.raises(InvalidInputError, match="group_id"):
+            await call(1, group_id="g" * 201)
+    assert await store.query_rollouts() == []
+
+
+def test_a_rollout_request_of_arguments_fills_the_defaults() -> None:
+    request = RolloutRequest.of({"q": 1}, mode="test", group_id="g")
+    assert request == RolloutRequest(input={"q": 1}, mode="test", group_id="g")
+    assert (request.config, request.metadata, request.rollout_id) == (RolloutConfig(), {}, None)
+    with pytest.raises(InvalidInputError, match="rollout_id"):
+        RolloutRequest.of(1, rollout_id="")
+
+
 async def test_heartbeat_moves_to_running(store: LightningStore) -> None:
     c = await store.start_rollout(1)
     a = await store.heartbeat(c.rollout_id, c.attempt_id, worker_id="w")

@@ -1,8 +1,9 @@
 """`lightningrl dashboard --store URL [--token T]`: open a store server's dashboard (/ui) in a browser.
 
-The token (default $LIGHTNINGRL_VIEWER_TOKEN) is checked first, then handed to the browser once in the
-URL; the page keeps it in a cookie and drops it from the address. A store given as a database path is
-served here, on 127.0.0.1, until Ctrl-C.
+The token (default $LIGHTNINGRL_VIEWER_TOKEN) is checked first; the browser opens the dashboard's
+sign-in page, where the person pastes it (a token never travels in a URL: it would sit in the
+browser's history). A store given as a database path is served here, on 127.0.0.1, in dev mode (no
+sign-in), until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def check_access(url: str, token: str | None) -> str | None:
 
 
 def dashboard_url(url: str, page: str, token: str | None) -> str:
-    return f"{url}/ui/{page}" + (f"?token={quote(token, safe='')}" if token else "")
+    """The page itself in dev mode (no token), else the sign-in page that leads to it."""
+    return f"{url}/ui/login?next={quote(f'/ui/{page}', safe='')}" if token else f"{url}/ui/{page}"
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -24,7 +24,14 @@ TOP_LEVEL = {
     "output_dir": "metrics.csv, reward_curve.png, checkpoints/, logs/ and the default store (default runs/fit)",
     "sampling_by_mode": "the published LLM's sampling per rollout mode, a TOML table "
     "(flag: an inline table, '{val = {temperature = 1.0}}'; default val 0.7, test greedy)",
+    "algorithm": "what to run: rl, sft, apo, or a list run in order (TOML ['apo', 'rl']; flag apo,rl); "
+    "default rl",
+    "prompt": "the starting prompt template (the `prompt` resource agents read; needed by apo)",
+    "sft": "the sft stage's changes to [config], a TOML table [sft] (flag: an inline table, '{steps = 4}')",
+    "apo": "APO's settings, a TOML table [apo]: rounds, beam, rollouts_per_task, optimizer_model, "
+    "optimizer_base_url, ... (flag: an inline table; default optimizer: the policy as served)",
 }
+_TABLES = ("sampling_by_mode", "sft", "apo")
 _INTS = ("workers", "runner_processes")
 _PATHS = ("train", "val", "model", "output_dir")
 # fit sets config.output_dir and config.engine from the top-level output_dir and engine.
@@ -42,6 +49,11 @@ A TOML file holds the top-level keys above and a [config] table of LightningRLCo
   steps = 20
   [config.trainer]
   lr = 1e-4
+
+Other algorithms, or several in order (docs/algorithms.md): algorithm = ["apo", "rl"] with
+prompt = "Answer: {question}" and an [apo] table (rounds = 2, beam = 2, optimizer_model =
+"openai/NAME", optimizer_base_url = "http://HOST/v1"); algorithm = "sft" takes [config] with the
+changes of an [sft] table (steps = 4).
 
 Every key is also a flag of the same name; nested keys join with dots (--trainer.lr 1e-4,
 --advantage.estimator grpo). Flags override the file. Relative paths in the file are relative to
@@ -96,8 +108,10 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
             value = given[f"top.{key}"]
             if key in _INTS:
                 value = _int(value, key)
-            elif key == "sampling_by_mode":
+            elif key in _TABLES:
                 value = _inline_table(value, key)
+            elif key == "algorithm":
+                value = [name.strip() for name in str(value).split(",") if name.strip()]
             top[key] = value
     hints = {f.name: f.hint for f in config_fields()}
     for name, hint in hints.items():
@@ -122,7 +136,8 @@ def _inline_table(text: str, key: str) -> dict[str, Any]:
         return dict(tomllib.loads(f"value = {text}")["value"])
     except (tomllib.TOMLDecodeError, TypeError, ValueError):
         raise ValueError(
-            f"--{key} must be a TOML inline table such as '{{val = {{temperature = 1.0}}}}', got {text!r}"
+            f"--{key} must be a TOML inline table such as '{{steps = 4}}' or '{{val = {{temperature = 1.0}}}}', "
+            f"got {text!r}"
         ) from None
 
 
@@ -160,7 +175,7 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from lightningrl.fit import fit
+    from lightningrl.fitting import fit
     from lightningrl.serving.vllm import VllmUnavailable
 
     try:
@@ -182,6 +197,10 @@ def _train(args: argparse.Namespace) -> int:
                 "vllm_python",
                 "output_dir",
                 "sampling_by_mode",
+                "algorithm",
+                "prompt",
+                "sft",
+                "apo",
             )
             if k in top
         }
@@ -189,8 +208,8 @@ def _train(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, FileNotFoundError, NotImplementedError, VllmUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: every process fit started is stopped", file=sys.stderr)
+    except KeyboardInterrupt as stopped:  # fit's FitInterrupted says the step reached and how to resume
+        print(str(stopped) or "interrupted: every process fit started is stopped", file=sys.stderr)
         return 130
     held = ""
     if result.held_out_before is not None:

@@ -80,6 +80,9 @@ def assign_credit(
 
     sequences = _build_sequences(usable, values, rollout_id, group_id, report)
     report.sequences = len(sequences)
+    if len(usable) > 1:
+        report.multi_call_rollouts = 1
+        report.multi_call_rollouts_merged = int(len(sequences) == 1)
     return CreditResult(sequences=sequences, report=report)
 
 

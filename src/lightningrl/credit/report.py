@@ -24,6 +24,10 @@ class CreditReport:
     sequence_breaks: int = 0
     """Calls that started a new sequence although one was open (history not continuous; normal)."""
     sequences: int = 0
+    multi_call_rollouts: int = 0
+    """Rollouts with more than one call used."""
+    multi_call_rollouts_merged: int = 0
+    """Of those, the rollouts whose calls all merged into one sequence (prefix continuity)."""
     rewards_used: int = 0
     rewards_not_selected: int = 0
     """Not the primary reward (or not the requested name)."""

@@ -5,7 +5,9 @@
 - vLLM: its dev-mode routes (`VLLM_SERVER_DEV_MODE=1`, set by `vllm_env`): `POST /pause?mode=wait`
   (in-flight requests finish, new ones queue), `POST /collective_rpc {"method": "reload_weights",
   "kwargs": {"weights_path": DIR}}` (re-reads the safetensors in place, ~0.05 s on a tiny model),
-  `POST /reset_prefix_cache` (cached blocks hold keys of the old weights), `POST /resume`.
+  `POST /reset_prefix_cache` (cached blocks hold keys of the old weights), `POST /resume`. A model
+  whose output head is tied to its embeddings reloads through our worker extension's
+  `lightningrl_reload_weights` instead: vLLM's own reload keeps a tied head's old prepacked weight.
   A LoRA version is an adapter directory: `POST /v1/load_lora_adapter {lora_name, lora_path,
   load_inplace}` under the LLM's model name, inside the same pause.
 """
@@ -19,8 +21,14 @@ from typing import Any
 
 import httpx
 
-from lightningrl.adapter import is_adapter_dir
-from lightningrl.serving.vllm import check_reloadable
+from lightningrl.models.adapter import is_adapter_dir
+from lightningrl.serving.vllm import (
+    EXTENSION_PATH,
+    RELOAD_METHOD,
+    WORKER_EXTENSION,
+    check_reloadable,
+    tied_output_head,
+)
 
 ENGINE_NAMES = ("ours", "vllm")
 
@@ -69,7 +77,7 @@ class OurEndpoint(Endpoint):
     async def sync_weights(
         self, client: httpx.AsyncClient, checkpoint: str, model: str | None = None
     ) -> None:
-        # A LoRA adapter directory too: our server loads it merged into its base (lightningrl.adapter).
+        # A LoRA adapter directory too: our server loads it merged into its base (lightningrl.models.adapter).
         response = await client.post(f"{self.root}/reload", json={"checkpoint": checkpoint})
         _check(response, f"reload of {self.url} with {checkpoint}")
 
@@ -82,7 +90,7 @@ class VllmEndpoint(Endpoint):
     async def sync_weights(
         self, client: httpx.AsyncClient, checkpoint: str, model: str | None = None
     ) -> None:
-        adapter = is_adapter(checkpoint)
+        adapter = is_adapter_dir(checkpoint)
         if adapter and not model:
             raise ValueError(f"{checkpoint} is a LoRA adapter: name the model it is served as")
         if not adapter:
@@ -93,22 +101,37 @@ class VllmEndpoint(Endpoint):
                 # The version's adapter replaces the one served under the LLM's model name.
                 await self.load_adapter(client, str(model), checkpoint)
             else:
-                body = {"method": "reload_weights", "kwargs": {"weights_path": str(Path(checkpoint))}}
-                response = await client.post(f"{self.root}/collective_rpc", json=body)
-                _check(response, f"reload_weights of {self.url} from {checkpoint}")
+                await self._reload(client, checkpoint)
             _check(await client.post(f"{self.root}/reset_prefix_cache"), f"reset_prefix_cache of {self.url}")
         finally:
             _check(await client.post(f"{self.root}/resume"), f"resume of {self.url}")
+
+    async def _reload(self, client: httpx.AsyncClient, checkpoint: str) -> None:
+        """Reload the full model at `checkpoint` in place (a tied head through the extension)."""
+        tied = tied_output_head(checkpoint)
+        method = RELOAD_METHOD if tied else "reload_weights"
+        body = {"method": method, "kwargs": {"weights_path": str(Path(checkpoint))}}
+        response = await client.post(f"{self.root}/collective_rpc", json=body)
+        if tied and response.status_code >= 400:
+            raise RuntimeError(
+                f"{method} of {self.url} from {checkpoint} failed ({response.status_code} "
+                f"{response.text[:300]}): a model with a tied output head needs vLLM started with "
+                f"`--worker-extension-cls {WORKER_EXTENSION}` and PYTHONPATH={EXTENSION_PATH} "
+                "(`lightningrl serve-model --engine vllm` and fit do this)"
+            )
+        _check(response, f"{method} of {self.url} from {checkpoint}")
+        if tied:
+            results = response.json().get("results") or [{}]
+            if not all(isinstance(r, dict) and r.get("retied") for r in results):
+                raise RuntimeError(
+                    f"{method} of {self.url} from {checkpoint} rebuilt no tied output head ({results}): "
+                    "the served head would keep the old weights"
+                )
 
     async def load_adapter(self, client: httpx.AsyncClient, name: str, path: str) -> None:
         body = {"lora_name": name, "lora_path": str(path), "load_inplace": True}
         response = await client.post(f"{self.root}/v1/load_lora_adapter", json=body)
         _check(response, f"loading adapter {name!r} from {path} into {self.url}")
-
-
-def is_adapter(checkpoint: str | Path) -> bool:
-    """Whether `checkpoint` is a PEFT adapter directory rather than a full model (lightningrl.adapter)."""
-    return is_adapter_dir(checkpoint)
 
 
 ENDPOINTS: dict[str, type[Endpoint]] = {"ours": OurEndpoint, "vllm": VllmEndpoint}

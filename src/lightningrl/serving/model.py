@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from lightningrl.adapter import load_causal_lm
+from lightningrl.models.adapter import load_causal_lm
 from lightningrl.quiet import quiet_third_party
+from lightningrl.serving.tool_prompt import renders_tools
 
 
 def resolve_device(device: str | None) -> str:
@@ -65,6 +66,11 @@ class LoadedModel:
                 return int(candidate)
         return 0
 
+    @cached_property
+    def template_renders_tools(self) -> bool:
+        """Whether the chat template writes `tools` itself (else the server renders them, `tool_prompt`)."""
+        return renders_tools(self.tokenizer)
+
     def decode(self, token_ids: list[int]) -> str:
         """The text of `token_ids`, special tokens skipped (the text every response returns)."""
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
@@ -77,6 +83,6 @@ def load_model(checkpoint: str | Path, *, device: str, version: int) -> LoadedMo
         raise FileNotFoundError(f"checkpoint directory does not exist: {str(path)!r}")
     with quiet_third_party():  # no "Loading weights" bar on every reload
         tokenizer = AutoTokenizer.from_pretrained(path)
-        # A LoRA adapter directory (lightningrl.adapter) loads as its base with the adapter merged in.
+        # A LoRA adapter directory (lightningrl.models.adapter) loads as its base with the adapter merged in.
         model = load_causal_lm(path, dtype="auto").to(device).eval()
     return LoadedModel(checkpoint=path, version=version, model=model, tokenizer=tokenizer, device=device)

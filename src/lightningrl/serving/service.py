@@ -18,6 +18,7 @@ from lightningrl.serving.responses import Choice
 from lightningrl.serving.sampling import SamplingParams
 from lightningrl.serving.sequence import Delta
 from lightningrl.serving.tool_calls import template_tool_calls
+from lightningrl.serving.tool_prompt import hermes_conversation
 
 
 class RequestError(Exception):
@@ -46,14 +47,22 @@ def chat_encoder(
     add_generation_prompt: bool,
     tools: Sequence[dict[str, Any]] | None = None,
 ) -> Encoder:
-    """Tokenize chat messages (and the tools offered) with a model's chat template."""
+    """Tokenize chat messages (and the tools offered) with a model's chat template.
+
+    A template without a tool section gets the conversation rewritten as Qwen2.5 renders tools
+    (`tool_prompt.hermes_conversation`) first; one that renders tools gets it as given.
+    """
     conversation = [_template_message(message, index) for index, message in enumerate(messages)]
     tool_list = list(tools) if tools else None
+    speaks_tools = bool(tool_list) or any(m["role"] == "tool" or "tool_calls" in m for m in conversation)
 
     def encode(model: LoadedModel) -> list[list[int]]:
         """The rendered conversation's token ids."""
+        messages, offered = conversation, tool_list
+        if speaks_tools and not model.template_renders_tools:
+            messages, offered = hermes_conversation(conversation, tool_list), None
         text = model.tokenizer.apply_chat_template(
-            conversation, tools=tool_list, tokenize=False, add_generation_prompt=add_generation_prompt
+            messages, tools=offered, tokenize=False, add_generation_prompt=add_generation_prompt
         )
         return [model.tokenizer.encode(text, add_special_tokens=False)]
 

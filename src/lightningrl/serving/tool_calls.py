@@ -2,7 +2,8 @@
 
 The same convention as vLLM's `--tool-call-parser hermes` and the tinylm chat template: the model's
 text is parsed after generation (its token ids are never changed), the blocks become OpenAI
-`tool_calls`, and the text before the first block stays the message's content.
+`tool_calls`, and the text before the first block (less the one newline that separates them) stays
+the message's content, so rendering the message again gives back the text the model wrote.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
                 "function": {"name": data["name"], "arguments": json.dumps(arguments, ensure_ascii=False)},
             }
         )
-    content = text[: text.index(START)]
+    # One newline before the first block is the separator templates write after the content.
+    content = text[: text.index(START)].removesuffix("\n")
     return (content or None), calls
 
 

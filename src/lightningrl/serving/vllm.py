@@ -7,15 +7,15 @@ vLLM lives in an environment of its own (`scripts/setup-vllm` builds `.venv-vllm
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 PYTHON_ENV = "LIGHTNINGRL_VLLM_PYTHON"
 """The interpreter of the environment vLLM is installed in (default: `.venv-vllm/bin/python`)."""
@@ -25,6 +25,11 @@ KV_CACHE_GIB = "1"
 TOOL_PARSER = "hermes"
 """Matches the tinylm chat template (`<tool_call>{json}</tool_call>`); Qwen2.5 models use it too."""
 _REPO_ROOT = Path(__file__).resolve().parents[3]
+EXTENSION_PATH = Path(__file__).resolve().parent / "vllm_ext"
+"""Put on vLLM's PYTHONPATH: the worker extension lives there (it imports nothing of ours)."""
+WORKER_EXTENSION = "lightningrl_vllm_ext.WeightSyncExtension"
+RELOAD_METHOD = "lightningrl_reload_weights"
+"""The extension's reload: vLLM's `reload_weights`, then tied output heads rebuilt from the new embedding."""
 
 
 class VllmUnavailable(RuntimeError):
@@ -102,20 +107,42 @@ def tied_output_head(checkpoint: str | Path) -> bool:
     return bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
 
 
-def check_reloadable(checkpoint: str | Path) -> None:
-    """Refuse a checkpoint whose weights vLLM cannot reload in place.
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt")
 
-    vLLM's `reload_weights` (0.32) keeps the OLD output head of a model with tied embeddings (the
-    CPU backend prepacks it): served logprobs would mix two versions. Train an untied model
-    (`build_tiny_model(..., tie_word_embeddings=False)`), or serve this one with `weight_sync=False`.
-    """
-    if tied_output_head(checkpoint):
+
+def check_reloadable(checkpoint: str | Path) -> None:
+    """Refuse a directory vLLM cannot reload in place: `reload_weights` re-reads its config and weight
+    files. A tied output head is reloadable: the sync calls `RELOAD_METHOD`, which rebuilds it."""
+    path = Path(checkpoint)
+    if not (path / "config.json").is_file():
+        raise ValueError(f"checkpoint {str(checkpoint)!r} has no config.json: vLLM cannot reload it in place")
+    if not any(next(path.glob(pattern), None) for pattern in WEIGHT_FILES):
         raise ValueError(
-            f"checkpoint {str(checkpoint)!r} has tie_word_embeddings=true: vLLM's in-place weight reload "
-            "keeps the old output head of a tied model, so it cannot be trained behind vLLM. Build it "
-            "untied (build_tiny_model(..., tie_word_embeddings=False) / `lightningrl build-tiny-model "
-            "--untied`), or use engine='ours'"
+            f"checkpoint {str(checkpoint)!r} has no weight files ({', '.join(WEIGHT_FILES)}): vLLM's "
+            "in-place reload reads the directory's weights"
         )
+
+
+def tools_chat_template(checkpoint: str | Path) -> Path | None:
+    """For a checkpoint whose chat template has no tool section, a template file that renders tools,
+    tool calls and results as our server does (`tool_prompt.hermes_chat_template`), written once
+    per content in the temp directory; None when the model's own template renders tools."""
+    from transformers import AutoTokenizer
+
+    from lightningrl.serving.tool_prompt import hermes_chat_template, renders_tools
+
+    tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
+    if not isinstance(tokenizer.chat_template, str) or renders_tools(tokenizer):
+        return None
+    text = hermes_chat_template(tokenizer.chat_template)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / "lightningrl-vllm" / f"chat-template-{digest}.jinja"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(text)
+        partial.replace(path)  # atomic: another launcher may write the same file
+    return path
 
 
 def checkpoint_dtype(checkpoint: str | Path) -> str:
@@ -144,7 +171,9 @@ def vllm_command(
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """vLLM's own OpenAI server on `checkpoint`, with what our proxy and weight sync rely on: token ids
-    and raw logprobs (its defaults), hermes tool calls, and (with `lora_rank`) runtime LoRA adapters."""
+    and raw logprobs (its defaults), hermes tool calls (rendered as our server renders them when the
+    model's template has no tool section, unless `extra_args` name a `--chat-template`), the worker
+    extension that reloads tied heads, and (with `lora_rank`) runtime LoRA adapters."""
     command = [
         python,
         "-m",
@@ -155,6 +184,7 @@ def vllm_command(
         "--enable-auto-tool-choice",
         *("--tool-call-parser", TOOL_PARSER),
         "--disable-uvicorn-access-log",
+        *("--worker-extension-cls", WORKER_EXTENSION),
     ]
     if served_model_name:
         command += ["--served-model-name", served_model_name]
@@ -164,15 +194,20 @@ def vllm_command(
         command.append("--enforce-eager")
     if lora_rank:
         command += ["--enable-lora", "--max-lora-rank", str(lora_rank), "--max-loras", str(max_loras)]
+    template = None if "--chat-template" in extra_args else tools_chat_template(checkpoint)
+    if template is not None:
+        # "string": vLLM hands the template each message's text parts joined, as our server does.
+        command += ["--chat-template", str(template), "--chat-template-content-format", "string"]
     return command + list(extra_args)
 
 
 def vllm_env(cache_dir: str | Path | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for vLLM's server: the dev routes weight sync uses (`/collective_rpc`,
     `/reset_prefix_cache`, `/pause`), runtime LoRA loading, a KV cache that fits a CPU machine, and
-    no PYTHONPATH (ours points at packages whose versions vLLM's environment does not share)."""
+    a PYTHONPATH of our worker extension only (ours points at packages whose versions vLLM's
+    environment does not share)."""
     env = dict(os.environ if base is None else base)
-    env["PYTHONPATH"] = ""  # empty, not absent: a supervisor merges our environment back in
+    env["PYTHONPATH"] = str(EXTENSION_PATH)  # replaced, not absent: a supervisor merges ours back in
     env["VLLM_SERVER_DEV_MODE"] = "1"
     env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GIB)
@@ -187,27 +222,3 @@ def exec_vllm(command: Sequence[str], env: Mapping[str, str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvpe(command[0], list(command), dict(env))
-
-
-@contextlib.asynccontextmanager
-async def vllm_server(
-    checkpoint: str | Path,
-    log_dir: str | Path,
-    *,
-    python: str | None = None,
-    port: int | None = None,
-    start_timeout: float = 600.0,
-    **options: Any,
-) -> AsyncIterator[str]:
-    """Run vLLM's server on `checkpoint` as a supervised child (log in `log_dir/vllm.log`) until the
-    block ends; yields its OpenAI base URL once `/health` answers. `options` go to `vllm_command`."""
-    from lightningrl.processes import Supervisor, free_port
-
-    port = port or free_port()
-    command = vllm_command(checkpoint, port=port, python=vllm_python(python), **options)
-    with Supervisor(log_dir) as supervisor:
-        child = supervisor.start("vllm", command, env=vllm_env())
-        await supervisor.wait_http(
-            child, f"http://127.0.0.1:{port}/health", timeout=start_timeout, interval=0.5
-        )
-        yield f"http://127.0.0.1:{port}/v1"

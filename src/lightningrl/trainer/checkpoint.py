@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from lightningrl.adapter import copy_tokenizer_files
+from lightningrl.models.adapter import copy_tokenizer_files
 from lightningrl.quiet import quiet_third_party
 
 
@@ -57,11 +57,11 @@ def write_policy(engine: Any, source_dir: Path, base_dir: Path, out_dir: Path) -
     """Save a verl engine's policy to `out_dir` from every rank (gathering is collective; rank 0 writes).
 
     Full fine-tuning: a Hugging Face model directory. LoRA: the adapter directory pointing at
-    `base_dir` (see `lightningrl.adapter`).
+    `base_dir` (see `lightningrl.models.adapter`).
     """
     import torch.distributed as dist
 
-    from lightningrl.adapter import save_adapter
+    from lightningrl.models.adapter import save_adapter
 
     writer = not dist.is_initialized() or dist.get_rank() == 0
     if engine.model_config.lora_rank > 0:

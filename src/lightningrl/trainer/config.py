@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightningrl.advantages import PolicyLossConfig
+from lightningrl.trainer.loss import PolicyLossConfig
 
 BACKENDS = ("local", "ray")
 

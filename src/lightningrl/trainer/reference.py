@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from lightningrl.advantages import policy_loss, truncated_is_weights
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.trainer.config import TrainerConfig
+from lightningrl.trainer.loss import policy_loss, truncated_is_weights
 
 
 def reference_optimizer(model: torch.nn.Module, config: TrainerConfig) -> torch.optim.Optimizer:

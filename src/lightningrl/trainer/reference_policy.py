@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from lightningrl.adapter import load_causal_lm
 from lightningrl.credit.batch import SequenceBatch
+from lightningrl.models.adapter import load_causal_lm
 from lightningrl.trainer.reference import response_log_probs
 
 

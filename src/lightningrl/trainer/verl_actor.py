@@ -15,12 +15,13 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from lightningrl.adapter import base_of
-from lightningrl.advantages import truncated_is_weights
+from lightningrl.accounting.mismatch import logprob_mismatch
 from lightningrl.credit.batch import SequenceBatch
+from lightningrl.models.adapter import base_of
 from lightningrl.quiet import import_verl_engines, quiet_third_party
 from lightningrl.trainer.checkpoint import write_policy
 from lightningrl.trainer.config import TrainerConfig
+from lightningrl.trainer.loss import truncated_is_weights
 from lightningrl.trainer.process_group import ensure_process_group
 from lightningrl.trainer.reference_policy import ReferencePolicy
 from lightningrl.trainer.verl_config import verl_configs
@@ -180,7 +181,15 @@ class VerlActorTrainer:
             # reorder so that optimiser step j sees the rows one rank would see in step j.
             order = rank_major_order(len(batch), mini_batch, self.ranks)
             batch, advantages = batch.select(order), advantages[order]
+        recompute_started = time.perf_counter()
         old_log_probs = self.compute_log_probs(batch)
+        recompute_s = time.perf_counter() - recompute_started
+        # Server log-probs are temperature-1 ones: comparable with the trainer's only at temperature 1.
+        mismatch = (
+            logprob_mismatch(old_log_probs, batch.rollout_log_probs, batch.response_mask)
+            if batch.temperature == 1.0
+            else {}
+        )
         tensors = {"old_log_probs": old_log_probs, "advantages": advantages.float() * batch.response_mask}
         is_metrics: dict[str, float] = {}
         if loss_config.rollout_is_threshold is not None:
@@ -225,6 +234,8 @@ class VerlActorTrainer:
             "padding_rows": float(padding),
             "tokens": float(batch.response_mask.sum().item()),
             "step_time_s": time.perf_counter() - started,
+            "old_log_prob_s": recompute_s,
+            **{f"mismatch_{k}": v for k, v in mismatch.items()},
         }
         return {key: value for key, value in result.items() if value is not None}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lightningrl.adapter import base_of, is_adapter_dir
-from lightningrl.advantages import actor_loss_fields
+from lightningrl.models.adapter import base_of, is_adapter_dir
 from lightningrl.trainer.config import TrainerConfig
+from lightningrl.trainer.loss import actor_loss_fields
 
 
 def verl_configs(model_dir: Path, cfg: TrainerConfig, device: str) -> tuple[Any, Any]:

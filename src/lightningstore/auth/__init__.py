@@ -5,6 +5,7 @@ check) and `lightningstore.auth.raw_path` (ids in paths) import FastAPI/Starlett
 """
 
 from lightningstore.auth.agent_key import agent_key, verify_agent_key
+from lightningstore.auth.agent_writes import refuse_training_attributes, require_live_attempt
 from lightningstore.auth.tokens import (
     AGENT_SECRET_ENV,
     ENV_VARS,
@@ -22,5 +23,7 @@ __all__ = [
     "Role",
     "TokenConfig",
     "agent_key",
+    "refuse_training_attributes",
+    "require_live_attempt",
     "verify_agent_key",
 ]

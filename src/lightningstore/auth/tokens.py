@@ -52,7 +52,8 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
     Role.APPROVER: frozenset({Permission.READ, Permission.READ_RUNTIME, Permission.APPROVE}),
     # Read-only: a person looking (the dashboard at /ui, `lightningrl dashboard`), never writing.
     Role.VIEWER: frozenset({Permission.READ, Permission.READ_RUNTIME}),
-    # An agent key grants only writes to its own attempt, checked by `Caller.require_attempt`.
+    # An agent key grants only writes to its own attempt, checked by `Caller.require_attempt`, while
+    # that attempt is live and without the proxy's training attributes (`auth.agent_writes`).
     Role.AGENT: frozenset(),
 }
 
@@ -68,11 +69,18 @@ AGENT_SECRET_ENV = "LIGHTNINGRL_AGENT_SECRET"
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: a role, and for an agent key the one attempt it may write."""
+    """Who is calling: a role, the token's name when it was configured with one, and for an agent key
+    the one attempt it may write."""
 
     role: Role
     rollout_id: str | None = None
     attempt_id: str | None = None
+    name: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """`role:name` (or the role alone for an unnamed token): who the credentials say is calling."""
+        return f"{self.role.value}:{self.name}" if self.name else self.role.value
 
     def can(self, permission: Permission) -> bool:
         return permission in ROLE_PERMISSIONS[self.role]
@@ -102,10 +110,13 @@ def _digest(token: str) -> bytes:
 
 @dataclass(frozen=True)
 class TokenConfig:
-    """Configured tokens (stored as SHA-256 digests) and the agent-key secret; empty means dev mode."""
+    """Configured tokens (stored as SHA-256 digests), their names, and the agent-key secret; empty
+    means dev mode."""
 
     roles_by_digest: Mapping[bytes, Role] = field(default_factory=dict)
     agent_secret: str | None = None
+    names_by_digest: Mapping[bytes, str] = field(default_factory=dict)
+    """The person or service a named token stands for (`{"approver": {"alice": "tok"}}`)."""
 
     @property
     def enabled(self) -> bool:
@@ -113,8 +124,10 @@ class TokenConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> TokenConfig:
-        """From {"admin": "tok" | ["tok", ...], "algorithm": ..., "agent_secret": "..."}."""
+        """From {"admin": "tok" | ["tok", ...] | {"name": "tok", ...}, "algorithm": ..., "agent_secret": "..."};
+        a token given under a name is that person's (`Caller.name`)."""
         roles: dict[bytes, Role] = {}
+        names: dict[bytes, str] = {}
         secret = data.get("agent_secret")
         if secret is not None and (not isinstance(secret, str) or not secret):
             raise ValueError("agent_secret must be a non-empty string")
@@ -129,15 +142,22 @@ class TokenConfig:
                 ) from None
             if role == Role.AGENT:
                 raise ValueError("agent credentials are derived keys; configure agent_secret instead")
-            tokens = [value] if isinstance(value, str) else value
+            named = value if isinstance(value, dict) else None
+            tokens = [value] if isinstance(value, str) else value if named is None else list(named.values())
             if not isinstance(tokens, list) or not all(isinstance(t, str) and t for t in tokens):
-                raise ValueError(f"tokens of role {key!r} must be a non-empty string or a list of them")
+                raise ValueError(
+                    f"tokens of role {key!r} must be a non-empty string, a list of them, or an object of names to them"
+                )
             for token in tokens:
                 digest = _digest(token)
                 if roles.get(digest, role) != role:
                     raise ValueError(f"one token is configured for two roles ({roles[digest]}, {role})")
                 roles[digest] = role
-        return cls(roles_by_digest=roles, agent_secret=secret)
+            for name, token in (named or {}).items():
+                if not name or ":" in name:
+                    raise ValueError(f"token name {name!r} of role {key!r} must be non-empty and hold no ':'")
+                names[_digest(token)] = name
+        return cls(roles_by_digest=roles, agent_secret=secret, names_by_digest=names)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TokenConfig:
@@ -167,7 +187,11 @@ class TokenConfig:
             if roles.get(digest, role) != role:
                 raise ValueError(f"one token is configured for two roles ({roles[digest]}, {role})")
             roles[digest] = role
-        return TokenConfig(roles_by_digest=roles, agent_secret=other.agent_secret or self.agent_secret)
+        return TokenConfig(
+            roles_by_digest=roles,
+            agent_secret=other.agent_secret or self.agent_secret,
+            names_by_digest={**self.names_by_digest, **other.names_by_digest},
+        )
 
     def resolve(self, token: str | None) -> Caller | None:
         """The caller a bearer token stands for; None if it is unknown. Dev mode admits everyone."""
@@ -175,9 +199,10 @@ class TokenConfig:
             return DEV_CALLER
         if not token:
             return None
-        role = self.roles_by_digest.get(_digest(token))
+        digest = _digest(token)
+        role = self.roles_by_digest.get(digest)
         if role is not None:
-            return Caller(role)
+            return Caller(role, name=self.names_by_digest.get(digest))
         if self.agent_secret:
             ids = verify_agent_key(self.agent_secret, token)
             if ids is not None:

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter
 
-from lightningstore.client import StoreClient, _seg
+from lightningstore.client import StoreClient
 from lightningstore.errors import NotFoundError
 from lightningstore.gate.evaluator import Evaluator
 from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
@@ -17,6 +17,7 @@ from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
 from lightningstore.gate.records import GateRecords
 from lightningstore.gate.verdict import GateReport
+from lightningstore.http_api import path_segment
 
 _receipts = TypeAdapter(list[UpdateReceipt])
 _reports = TypeAdapter(list[GateReport])
@@ -53,14 +54,16 @@ class HttpGateRecords(GateRecords):
 
     async def get_plan(self, plan_id: str) -> TrainingPlan | None:
         try:
-            return TrainingPlan.model_validate(await self._json("GET", f"/v1/gate/plans/{_seg(plan_id)}"))
+            return TrainingPlan.model_validate(
+                await self._json("GET", f"/v1/gate/plans/{path_segment(plan_id)}")
+            )
         except NotFoundError:
             return None
 
     async def get_receipt(self, receipt_id: str) -> UpdateReceipt | None:
         try:
             return UpdateReceipt.model_validate(
-                await self._json("GET", f"/v1/gate/receipts/{_seg(receipt_id)}")
+                await self._json("GET", f"/v1/gate/receipts/{path_segment(receipt_id)}")
             )
         except NotFoundError:
             return None
@@ -77,7 +80,7 @@ class HttpGateRecords(GateRecords):
 
     async def list_reports(self, receipt_id: str) -> list[GateReport]:
         return _reports.validate_python(
-            await self._json("GET", f"/v1/gate/receipts/{_seg(receipt_id)}/reports")
+            await self._json("GET", f"/v1/gate/receipts/{path_segment(receipt_id)}/reports")
         )
 
     async def add_evidence(self, body: Evidence, *, recorded_by: str) -> EvidenceRecord:
@@ -87,7 +90,7 @@ class HttpGateRecords(GateRecords):
 
     async def list_evidence(self, receipt_id: str, kind: EvidenceKind | None = None) -> list[EvidenceRecord]:
         params = {"kind": EvidenceKind(kind).value if kind else None}
-        path = f"/v1/gate/receipts/{_seg(receipt_id)}/evidence"
+        path = f"/v1/gate/receipts/{path_segment(receipt_id)}/evidence"
         return _evidence.validate_python(await self._json("GET", path, params=params))
 
     async def register_evaluator(self, evaluator: Evaluator, *, recorded_by: str) -> Evaluator:
@@ -97,7 +100,7 @@ class HttpGateRecords(GateRecords):
     async def current_evaluator(self, name: str) -> Evaluator | None:
         try:
             return Evaluator.model_validate(
-                await self._json("GET", f"/v1/gate/evaluators/{_seg(name)}/current")
+                await self._json("GET", f"/v1/gate/evaluators/{path_segment(name)}/current")
             )
         except NotFoundError:
             return None
@@ -110,7 +113,9 @@ class HttpGateRecords(GateRecords):
         return ProtectedCase.model_validate(await self._json("PUT", "/v1/gate/protected-cases", payload))
 
     async def remove_protected_case(self, resource_name: str, case_id: str) -> None:
-        await self._json("DELETE", f"/v1/gate/protected-cases/{_seg(resource_name)}/{_seg(case_id)}")
+        await self._json(
+            "DELETE", f"/v1/gate/protected-cases/{path_segment(resource_name)}/{path_segment(case_id)}"
+        )
 
     async def list_protected_cases(self, resource_name: str) -> list[ProtectedCase]:
         params = {"resource_name": resource_name}
@@ -121,5 +126,5 @@ class HttpGateRecords(GateRecords):
         return GatePolicy.model_validate(await self._json("PUT", "/v1/gate/policies", payload))
 
     async def get_policy(self, resource_name: str) -> GatePolicy | None:
-        data = await self._json("GET", f"/v1/gate/policies/{_seg(resource_name)}")
+        data = await self._json("GET", f"/v1/gate/policies/{path_segment(resource_name)}")
         return GatePolicy.model_validate(data) if data is not None else None

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter
 
 from lightningstore.errors import ConflictError, NotFoundError
-from lightningstore.gate import tables as g
+from lightningstore.gate import tables as gate_tables
 from lightningstore.gate.evaluator import Evaluator
 from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
 from lightningstore.gate.plan import PlanBody, TrainingPlan, plan_id_of
@@ -34,7 +34,9 @@ class SqlGateRecords(GateRecords):
     @staticmethod
     def _require_receipt(conn: sa.Connection, receipt_id: str) -> None:
         found = conn.execute(
-            sa.select(g.gate_receipts.c.receipt_id).where(g.gate_receipts.c.receipt_id == receipt_id)
+            sa.select(gate_tables.gate_receipts.c.receipt_id).where(
+                gate_tables.gate_receipts.c.receipt_id == receipt_id
+            )
         ).first()
         if found is None:
             raise NotFoundError("receipt", receipt_id)
@@ -52,12 +54,14 @@ class SqlGateRecords(GateRecords):
 
         def tx(conn: sa.Connection) -> UpdateReceipt:
             row = conn.execute(
-                sa.select(g.gate_receipts.c.body).where(g.gate_receipts.c.receipt_id == receipt.receipt_id)
+                sa.select(gate_tables.gate_receipts.c.body).where(
+                    gate_tables.gate_receipts.c.receipt_id == receipt.receipt_id
+                )
             ).first()
             if row is not None:
                 return UpdateReceipt.model_validate(row.body)
             conn.execute(
-                sa.insert(g.gate_receipts).values(
+                sa.insert(gate_tables.gate_receipts).values(
                     receipt_id=receipt.receipt_id,
                     resource_name=receipt.resource_name,
                     candidate_version_id=receipt.candidate_version_id,
@@ -73,7 +77,9 @@ class SqlGateRecords(GateRecords):
     async def get_receipt(self, receipt_id: str) -> UpdateReceipt | None:
         def tx(conn: sa.Connection) -> UpdateReceipt | None:
             row = conn.execute(
-                sa.select(g.gate_receipts.c.body).where(g.gate_receipts.c.receipt_id == receipt_id)
+                sa.select(gate_tables.gate_receipts.c.body).where(
+                    gate_tables.gate_receipts.c.receipt_id == receipt_id
+                )
             ).first()
             return UpdateReceipt.model_validate(row.body) if row is not None else None
 
@@ -82,13 +88,13 @@ class SqlGateRecords(GateRecords):
     async def list_receipts(
         self, *, resource_name: str | None = None, candidate_version_id: str | None = None
     ) -> list[UpdateReceipt]:
-        query = sa.select(g.gate_receipts.c.body).order_by(
-            g.gate_receipts.c.create_time, g.gate_receipts.c.receipt_id
+        query = sa.select(gate_tables.gate_receipts.c.body).order_by(
+            gate_tables.gate_receipts.c.create_time, gate_tables.gate_receipts.c.receipt_id
         )
         if resource_name is not None:
-            query = query.where(g.gate_receipts.c.resource_name == resource_name)
+            query = query.where(gate_tables.gate_receipts.c.resource_name == resource_name)
         if candidate_version_id is not None:
-            query = query.where(g.gate_receipts.c.candidate_version_id == candidate_version_id)
+            query = query.where(gate_tables.gate_receipts.c.candidate_version_id == candidate_version_id)
         return await self._db.read(
             lambda conn: [UpdateReceipt.model_validate(r.body) for r in conn.execute(query)]
         )
@@ -103,12 +109,14 @@ class SqlGateRecords(GateRecords):
 
         def tx(conn: sa.Connection) -> TrainingPlan:
             row = conn.execute(
-                sa.select(g.gate_plans.c.body).where(g.gate_plans.c.plan_id == plan.plan_id)
+                sa.select(gate_tables.gate_plans.c.body).where(
+                    gate_tables.gate_plans.c.plan_id == plan.plan_id
+                )
             ).first()
             if row is not None:
                 return TrainingPlan.model_validate(row.body)
             conn.execute(
-                sa.insert(g.gate_plans).values(
+                sa.insert(gate_tables.gate_plans).values(
                     plan_id=plan.plan_id,
                     resource_name=plan.resource_name,
                     body=plan.model_dump(mode="json"),
@@ -123,7 +131,7 @@ class SqlGateRecords(GateRecords):
     async def get_plan(self, plan_id: str) -> TrainingPlan | None:
         def tx(conn: sa.Connection) -> TrainingPlan | None:
             row = conn.execute(
-                sa.select(g.gate_plans.c.body).where(g.gate_plans.c.plan_id == plan_id)
+                sa.select(gate_tables.gate_plans.c.body).where(gate_tables.gate_plans.c.plan_id == plan_id)
             ).first()
             return TrainingPlan.model_validate(row.body) if row is not None else None
 
@@ -137,7 +145,7 @@ class SqlGateRecords(GateRecords):
         def tx(conn: sa.Connection) -> GateReport:
             self._require_receipt(conn, report.receipt_id)
             conn.execute(
-                sa.insert(g.gate_reports).values(
+                sa.insert(gate_tables.gate_reports).values(
                     report_id=report.report_id,
                     receipt_id=report.receipt_id,
                     verdict=report.verdict.value,
@@ -152,9 +160,9 @@ class SqlGateRecords(GateRecords):
 
     async def list_reports(self, receipt_id: str) -> list[GateReport]:
         query = (
-            sa.select(g.gate_reports.c.body)
-            .where(g.gate_reports.c.receipt_id == receipt_id)
-            .order_by(g.gate_reports.c.seq)
+            sa.select(gate_tables.gate_reports.c.body)
+            .where(gate_tables.gate_reports.c.receipt_id == receipt_id)
+            .order_by(gate_tables.gate_reports.c.seq)
         )
         return await self._db.read(
             lambda conn: [GateReport.model_validate(r.body) for r in conn.execute(query)]
@@ -173,7 +181,7 @@ class SqlGateRecords(GateRecords):
         def tx(conn: sa.Connection) -> EvidenceRecord:
             self._require_receipt(conn, record.receipt_id)
             conn.execute(
-                sa.insert(g.gate_evidence).values(
+                sa.insert(gate_tables.gate_evidence).values(
                     evidence_id=record.evidence_id,
                     kind=record.kind.value,
                     receipt_id=record.receipt_id,
@@ -188,12 +196,12 @@ class SqlGateRecords(GateRecords):
 
     async def list_evidence(self, receipt_id: str, kind: EvidenceKind | None = None) -> list[EvidenceRecord]:
         query = (
-            sa.select(g.gate_evidence.c.body)
-            .where(g.gate_evidence.c.receipt_id == receipt_id)
-            .order_by(g.gate_evidence.c.seq)
+            sa.select(gate_tables.gate_evidence.c.body)
+            .where(gate_tables.gate_evidence.c.receipt_id == receipt_id)
+            .order_by(gate_tables.gate_evidence.c.seq)
         )
         if kind is not None:
-            query = query.where(g.gate_evidence.c.kind == EvidenceKind(kind).value)
+            query = query.where(gate_tables.gate_evidence.c.kind == EvidenceKind(kind).value)
         return await self._db.read(
             lambda conn: [EvidenceRecord.model_validate(r.body) for r in conn.execute(query)]
         )
@@ -203,9 +211,9 @@ class SqlGateRecords(GateRecords):
     async def register_evaluator(self, evaluator: Evaluator, *, recorded_by: str) -> Evaluator:
         def tx(conn: sa.Connection) -> Evaluator:
             row = conn.execute(
-                sa.select(g.gate_evaluators.c.body).where(
-                    g.gate_evaluators.c.name == evaluator.name,
-                    g.gate_evaluators.c.version == evaluator.version,
+                sa.select(gate_tables.gate_evaluators.c.body).where(
+                    gate_tables.gate_evaluators.c.name == evaluator.name,
+                    gate_tables.gate_evaluators.c.version == evaluator.version,
                 )
             ).first()
             if row is not None:
@@ -216,7 +224,7 @@ class SqlGateRecords(GateRecords):
                     )
                 return stored
             conn.execute(
-                sa.insert(g.gate_evaluators).values(
+                sa.insert(gate_tables.gate_evaluators).values(
                     name=evaluator.name,
                     version=evaluator.version,
                     body=evaluator.model_dump(mode="json"),
@@ -230,9 +238,9 @@ class SqlGateRecords(GateRecords):
 
     async def current_evaluator(self, name: str) -> Evaluator | None:
         query = (
-            sa.select(g.gate_evaluators.c.body)
-            .where(g.gate_evaluators.c.name == name)
-            .order_by(g.gate_evaluators.c.seq.desc())
+            sa.select(gate_tables.gate_evaluators.c.body)
+            .where(gate_tables.gate_evaluators.c.name == name)
+            .order_by(gate_tables.gate_evaluators.c.seq.desc())
             .limit(1)
         )
 
@@ -243,13 +251,13 @@ class SqlGateRecords(GateRecords):
         return await self._db.read(tx)
 
     async def list_evaluators(self) -> list[Evaluator]:
-        query = sa.select(g.gate_evaluators.c.body).order_by(g.gate_evaluators.c.seq)
+        query = sa.select(gate_tables.gate_evaluators.c.body).order_by(gate_tables.gate_evaluators.c.seq)
         return await self._db.read(
             lambda conn: [Evaluator.model_validate(r.body) for r in conn.execute(query)]
         )
 
     async def put_protected_case(self, case: ProtectedCase, *, recorded_by: str) -> ProtectedCase:
-        table = g.gate_protected_cases
+        table = gate_tables.gate_protected_cases
         key = (table.c.resource_name == case.resource_name) & (table.c.case_id == case.case_id)
         values = {
             "body": case.model_dump(mode="json"),
@@ -267,7 +275,7 @@ class SqlGateRecords(GateRecords):
         return await self._db.write(tx)
 
     async def remove_protected_case(self, resource_name: str, case_id: str) -> None:
-        table = g.gate_protected_cases
+        table = gate_tables.gate_protected_cases
 
         def tx(conn: sa.Connection) -> None:
             deleted = conn.execute(
@@ -279,7 +287,7 @@ class SqlGateRecords(GateRecords):
         await self._db.write(tx)
 
     async def list_protected_cases(self, resource_name: str) -> list[ProtectedCase]:
-        table = g.gate_protected_cases
+        table = gate_tables.gate_protected_cases
         query = (
             sa.select(table.c.body).where(table.c.resource_name == resource_name).order_by(table.c.case_id)
         )
@@ -288,7 +296,7 @@ class SqlGateRecords(GateRecords):
         )
 
     async def put_policy(self, policy: GatePolicy, *, recorded_by: str) -> GatePolicy:
-        table = g.gate_policies
+        table = gate_tables.gate_policies
         values = {
             "body": policy.model_dump(mode="json"),
             "recorded_by": recorded_by,
@@ -304,7 +312,7 @@ class SqlGateRecords(GateRecords):
         return await self._db.write(tx)
 
     async def get_policy(self, resource_name: str) -> GatePolicy | None:
-        table = g.gate_policies
+        table = gate_tables.gate_policies
 
         def tx(conn: sa.Connection) -> GatePolicy | None:
             row = conn.execute(sa.select(table.c.body).where(table.c.resource_name == resource_name)).first()

@@ -1,7 +1,7 @@
 """match_call: the gateway's two call routes recognised without FastAPI's router (the store's fast path).
 
-A proxied model call is the hottest request a rollout makes; FastAPI's routing and dependency
-machinery cost it ~0.2 ms. The URL layout is `semconv`'s, ids percent-decoded once as the `{name:id}`
+A proxied model call is the hottest request a rollout makes, and FastAPI's routing and dependency
+machinery are a large share of its own cost in the server. The URL layout is `semconv`'s, ids percent-decoded once as the `{name:id}`
 convertor does; anything that does not match exactly (another method, a bad mode, a query string) is
 left to the FastAPI routes, which answer it as they always did.
 """

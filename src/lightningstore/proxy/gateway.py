@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 
 import anyio
@@ -19,9 +17,9 @@ from lightningstore.llm_record import CallRecord
 from lightningstore.proxy.binding import Bindings, BoundLLM, check_attempt
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
-from lightningstore.proxy.gate import TrafficGate
 from lightningstore.proxy.llm_span import CallContext, build_span
 from lightningstore.proxy.observed import as_chunk, call_litellm
+from lightningstore.proxy.pause_switch import PauseSwitch
 from lightningstore.proxy.request import CallRequest, Kind, parse_body, prepare
 from lightningstore.proxy.routing import endpoint_order
 from lightningstore.proxy.shape import shape_for_agent
@@ -54,28 +52,20 @@ def _upstream_reason(response: UpstreamResponse) -> str:
         return response.text[:300]
 
 
-def _discard(task: asyncio.Task[None]) -> None:
-    """Cancel a task whose answer no longer matters (or retrieve its error, so none is logged as lost)."""
-    if not task.done():
-        task.cancel()
-    elif not task.cancelled():
-        task.exception()
-
-
 def _passthrough(response: UpstreamResponse) -> Response:
     media_type = response.headers.get("content-type", "application/json")
     return Response(response.content, status_code=response.status_code, media_type=media_type)
 
 
 class Gateway:
-    """The model gateway's state: store, cached bindings, the shared upstream client and the gate."""
+    """The model gateway's state: store, cached bindings, the shared upstream client and the pause switch."""
 
     def __init__(self, store: LightningStore, config: ProxyConfig, client: httpx.AsyncClient) -> None:
         self.store = store
         self.config = config
         self.bindings = Bindings(store, config)
         self.upstream = Upstream(client, config)
-        self.gate = TrafficGate()
+        self.pause_switch = PauseSwitch()
 
     async def call(
         self, request: Request, kind: Kind, caller: Caller, rollout_id: str, attempt_id: str, mode: str
@@ -88,7 +78,6 @@ class Gateway:
             traceparent=request.headers.get(semconv.TRACEPARENT_HEADER),
             start_time=time.time(),
         )
-        check: asyncio.Task[None] | None = None
         try:
             authorize(caller, rollout_id, attempt_id)
             agent = parse_body(await request.body(), kind)
@@ -102,36 +91,22 @@ class Gateway:
                 ask_tokens=bound.llm.provider == "openai",
                 rollout_id=rollout_id,
             )
-            # The attempt's status is the one lookup a cache cannot answer: overlap it with the upstream.
-            check = asyncio.create_task(check_attempt(self.store, rollout_id, attempt_id))
-            if call.stream:
-                await check  # a stream's status line goes out before the upstream finishes
-            await self.gate.enter(self.config.pause_wait_s)
+            # Checked before anything goes upstream: an ended or unknown attempt's prompt is never sent.
+            await check_attempt(self.store, rollout_id, attempt_id)
+            await self.pause_switch.enter(self.config.pause_wait_s)
         except ProxyError as error:
-            if check is not None:
-                _discard(check)
             return error.response()
         if call.stream:
             return await self._stream(context, call, bound)
         try:
-            return await self._once(context, call, bound, check)
+            return await self._once(context, call, bound)
         finally:
-            self.gate.leave()
+            self.pause_switch.leave()
 
-    async def _once(
-        self, context: CallContext, call: CallRequest, bound: BoundLLM, check: asyncio.Task[None]
-    ) -> Response:
+    async def _once(self, context: CallContext, call: CallRequest, bound: BoundLLM) -> Response:
         record = CallRecord(call.kind)
-        fetch = asyncio.create_task(self._fetch(context, call, bound, record))
         try:
-            await check
-        except ProxyError as error:
-            fetch.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ProxyError):
-                await fetch
-            return error.response()
-        try:
-            response = await fetch
+            response = await self._fetch(context, call, bound, record)
         except ProxyError as error:
             record.status, record.error = error.status, error.message
             response = error.response()
@@ -198,7 +173,7 @@ class Gateway:
     def _finisher(
         self, context: CallContext, call: CallRequest, bound: BoundLLM, record: CallRecord
     ) -> Finish:
-        """Store the span and leave the gate, once, however the stream ends."""
+        """Store the span and leave the pause switch, once, however the stream ends."""
         done = False
 
         async def finish() -> None:
@@ -209,7 +184,7 @@ class Gateway:
             try:
                 await self._store_span(context, call, bound, record)
             finally:
-                self.gate.leave()
+                self.pause_switch.leave()
 
         return finish
 

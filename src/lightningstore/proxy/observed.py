@@ -9,11 +9,14 @@ from lightningstore.proxy.errors import ProxyError
 from lightningstore.proxy.request import JSON, CallRequest
 from lightningstore.resource import LLM
 
+REASON_CHARS = 300
+# The model is passed on its own and streaming is answered by the gateway (`as_chunk`); the agent's
+# body never carries these here (`params.forwarded`), but the resource's sampling might.
 _NOT_FOR_LITELLM = frozenset({"model", "stream", "stream_options", "return_token_ids"})
 
 
 async def call_litellm(llm: LLM, endpoint: str, call: CallRequest) -> JSON:
-    """The provider's answer as an OpenAI body (never streamed); ProxyError with its status on failure."""
+    """The provider's answer as an OpenAI body (never streamed); ProxyError(502) with a short reason."""
     # Without this litellm fetches its model price map from the internet on import.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -25,11 +28,21 @@ async def call_litellm(llm: LLM, endpoint: str, call: CallRequest) -> JSON:
             response = await litellm.acompletion(model=model, api_base=endpoint, **kwargs)
         else:
             response = await litellm.atext_completion(model=model, api_base=endpoint, **kwargs)
-    except Exception as error:  # litellm raises its own hierarchy; each carries an HTTP status
-        status = getattr(error, "status_code", None)
-        status = status if isinstance(status, int) and 400 <= status < 600 else 502
-        raise ProxyError(status, f"provider {llm.provider!r} call failed: {error}") from None
+    except Exception as error:  # litellm raises its own hierarchy, most carrying the provider's status
+        raise ProxyError(502, failure_reason(llm.provider, error)) from None
     return response.model_dump(mode="json")
+
+
+def failure_reason(provider: str, error: Exception) -> str:
+    """A short reason for a failed provider call: its status, the error's kind and first line.
+
+    litellm's messages can run on with a traceback and the provider's request; the agent gets one line.
+    """
+    status = getattr(error, "status_code", None)
+    answered = f"answered {status}" if isinstance(status, int) else "failed"
+    lines = str(error).strip().splitlines()
+    first = lines[0] if lines else ""
+    return f"provider {provider!r} {answered} ({type(error).__name__}): {first[:REASON_CHARS]}"
 
 
 def as_chunk(data: JSON, call: CallRequest) -> JSON:

@@ -94,8 +94,8 @@ async def pause(request: Request, gateway: GatewayDep, caller: CallerDep) -> dic
     """New calls wait (up to `pause_wait_s`) until resumed; calls in flight continue."""
     if (refused := _require_admin(caller, request)) is not None:
         return refused
-    gateway.gate.pause()
-    return gateway.gate.counts()
+    gateway.pause_switch.pause()
+    return gateway.pause_switch.counts()
 
 
 @router.post("/admin/resume", response_model=None)
@@ -103,8 +103,8 @@ async def resume(request: Request, gateway: GatewayDep, caller: CallerDep) -> di
     """Let waiting and new calls through."""
     if (refused := _require_admin(caller, request)) is not None:
         return refused
-    gateway.gate.resume()
-    return gateway.gate.counts()
+    gateway.pause_switch.resume()
+    return gateway.pause_switch.counts()
 
 
 @router.post("/admin/drain", response_model=None)
@@ -117,7 +117,9 @@ async def drain(
     """Wait until no call is in flight (bounded); `drained` says whether that happened."""
     if (refused := _require_admin(caller, request)) is not None:
         return refused
-    return await gateway.gate.drain(gateway.config.drain_timeout_s if timeout_s is None else timeout_s)
+    return await gateway.pause_switch.drain(
+        gateway.config.drain_timeout_s if timeout_s is None else timeout_s
+    )
 
 
 @router.get("/admin/status", response_model=None)
@@ -125,4 +127,4 @@ async def status(request: Request, gateway: GatewayDep, caller: CallerDep) -> di
     """Whether the gateway is paused, and its call counts."""
     if (refused := _require_admin(caller, request)) is not None:
         return refused
-    return gateway.gate.counts()
+    return gateway.pause_switch.counts()

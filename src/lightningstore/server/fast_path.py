@@ -1,98 +1,92 @@
 """FastPathMiddleware: the store's hottest routes answered without FastAPI's per-request machinery.
 
-A runner's loop is claim -> spans -> finish, and an algorithm enqueues one rollout at a time: on the
-store's workload (bench/store_vs_agl.py) these four routes carry ~90% of the requests, and FastAPI's
-routing, dependency solving, body parsing (json.loads, then a second pass to validate) and response
-validation cost about as much CPU as the store's own work. Here a well-formed JSON body is parsed
-and validated in one pass (`TypeAdapter.validate_json`, the same models and limits as the routes),
-the route's own function (`add_spans_as`, `enqueue_as`, `dequeue_as`, `update_attempt_as`) runs
-it, and the answer is serialised once. A rollout's spans (GET /v1/rollouts/{rollout_id}/spans with
-no query string: the algorithm's read after each rollout) go to `query_spans_as` the same way. When none
-of the app's middleware would act on a request, `StoreApp` (server.app) answers it with `serve_hot`
-ahead of the whole middleware stack (`early_route` says when).
+A runner's loop is claim -> spans -> finish, and an algorithm enqueues rollouts and reads each
+rollout's spans: these routes carry most of the store's requests, and FastAPI's routing, dependency
+solving, body parsing (json.loads, then a second pass to validate) and response validation are a large
+share of each one's CPU. The fast path serves the five rows of `route_table.ROUTES` that
+carry a `HotRoute` (add spans, enqueue, dequeue, update an attempt, and a rollout's spans without a
+query string) and the gateway's four call routes (`route_table.PROXY_CALLS`). A well-formed JSON body
+is parsed and validated in one pass (`TypeAdapter.validate_json`, the same models and limits as the
+routes), the route's own function (`add_spans_as`, ...) runs it, and the answer is serialised once.
+When none of the app's middleware would act on a request, `StoreApp` (server.app) answers it with
+`serve_hot` ahead of the whole middleware stack (`early_route` says when).
 
 The model gateway's call routes (`proxy.fast_call.match_call`) go straight to `Gateway.call`, as
-their FastAPI routes would. Anything else falls through to the FastAPI app unchanged: other routes, a query string, another
-content type, and a body that does not validate (replayed to FastAPI, so that bad input gets exactly
-the 4xx answer it always got). Errors raised by the route function get the app's own handlers
-(`error_handlers.answer_error`). The OpenAPI document still describes these routes.
+their FastAPI routes would. Anything else falls through to the FastAPI app unchanged: other routes, a
+query string, another content type, and a body that does not validate (replayed to FastAPI, so that
+bad input gets exactly the 4xx answer it always got). A JSON body nested too deep or holding a lone
+surrogate is answered 400 here, on every route (`json_guard`). Errors raised by the route function get
+the app's own handlers (`error_handlers.answer_error`). The OpenAPI document still describes these routes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import unquote
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.auth.bearer import current_caller
+from lightningstore.auth.raw_path import IdConvertor
 from lightningstore.proxy.fast_call import ProxyCall, match_call
-from lightningstore.rollout import Rollout, RolloutRequest
 from lightningstore.server.auth import context
 from lightningstore.server.error_handlers import answer_error
-from lightningstore.server.routes.attempts import update_attempt_as
-from lightningstore.server.routes.rollouts import MAX_REQUESTS, dequeue_as, enqueue_as
-from lightningstore.server.routes.telemetry import MAX_SPANS, add_spans_as, query_spans_as
-from lightningstore.server.schemas import DequeueBody, UpdateAttemptBody
-from lightningstore.span import Span, SpanIn
+from lightningstore.server.json_guard import json_refusal
+from lightningstore.server.route_table import ROUTES, HotRoute, Route
 
 if TYPE_CHECKING:
     from lightningstore.proxy.gateway import Gateway
 
 
-@dataclass(frozen=True)
-class HotRoute:
-    body: TypeAdapter[Any]
-    run: Callable[..., Awaitable[Any]]
-    """`run(store, caller, body, *path_ids)`."""
-    answer: TypeAdapter[Any]
+class Template(NamedTuple):
+    """A hot route whose path has `{name:id}` parameters."""
+
+    match: Callable[[str], re.Match[str] | None]
+    """Starlette's own regex of the path template (`compile_path`), so both match the same raw paths."""
+    route: HotRoute
 
 
-HOT_ROUTES: dict[tuple[str, str], HotRoute] = {
-    ("POST", "/v1/spans"): HotRoute(
-        TypeAdapter(Annotated[list[SpanIn], Field(max_length=MAX_SPANS)]),
-        add_spans_as,
-        TypeAdapter(list[Span]),
-    ),
-    ("POST", "/v1/rollouts"): HotRoute(
-        TypeAdapter(Annotated[list[RolloutRequest], Field(max_length=MAX_REQUESTS)]),
-        enqueue_as,
-        TypeAdapter(list[Rollout]),
-    ),
-    ("POST", "/v1/rollouts/dequeue"): HotRoute(
-        TypeAdapter(DequeueBody), dequeue_as, TypeAdapter(list[AttemptedRollout])
-    ),
+def _template(route: Route, hot: HotRoute) -> Template:
+    regex, _, convertors = compile_path(route.path)
+    for name, convertor in convertors.items():
+        if not isinstance(convertor, IdConvertor):
+            raise ValueError(f"the fast path takes only {{name:id}} parameters, got {name!r} in {route.path}")
+    return Template(regex.match, hot)
+
+
+HOT_PATHS: dict[tuple[str, str], HotRoute] = {
+    (route.method, route.path): route.hot
+    for route in ROUTES
+    if route.hot is not None and "{" not in route.path
 }
-UPDATE_ATTEMPT = HotRoute(TypeAdapter(UpdateAttemptBody), update_attempt_as, TypeAdapter(Attempt))
-"""PATCH /v1/rollouts/{rollout_id}/attempts/{attempt_id}: ids percent-decoded as `IdConvertor` does."""
-QUERY_SPANS = HotRoute(TypeAdapter(None), query_spans_as, TypeAdapter(list[Span]))
-"""GET /v1/rollouts/{rollout_id}/spans without a query string: no body, `run(store, caller, None, rollout_id)`."""
+"""The hot routes without path parameters, by (method, path)."""
+HOT_TEMPLATES: dict[str, tuple[Template, ...]] = {}
+"""The hot routes with path parameters, by method, in ROUTES' order."""
+for _row in ROUTES:
+    if _row.hot is not None and "{" in _row.path:
+        HOT_TEMPLATES[_row.method] = (*HOT_TEMPLATES.get(_row.method, ()), _template(_row, _row.hot))
 
 
 def _route(method: str, path: str) -> tuple[HotRoute | None, tuple[str, ...]]:
-    route = HOT_ROUTES.get((method, path))
-    if route is not None or method not in ("PATCH", "GET"):
+    """The hot route of a raw path and its ids, percent-decoded as `IdConvertor` does."""
+    route = HOT_PATHS.get((method, path))
+    if route is not None:
         return route, ()
-    parts = path.split("/")
-    if method == "GET":
-        if len(parts) == 5 and parts[1:3] == ["v1", "rollouts"] and parts[3] and parts[4] == "spans":
-            return QUERY_SPANS, (unquote(parts[3]),)
-        return None, ()
-    if (
-        len(parts) == 6
-        and parts[1:3] == ["v1", "rollouts"]
-        and parts[4] == "attempts"
-        and parts[3]
-        and parts[5]
-    ):
-        return UPDATE_ATTEMPT, (unquote(parts[3]), unquote(parts[5]))
+    for match, route in HOT_TEMPLATES.get(method, ()):
+        found = match(path)
+        if found is not None:
+            ids = found.groups()
+            return route, ids if "%" not in path else tuple(map(unquote, ids))
     return None, ()
+
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 def _is_json(scope: Scope) -> bool:
@@ -133,7 +127,7 @@ async def serve_hot(
 ) -> None:
     """Answer a request to a hot route; `fallback` gets a body that is not JSON or does not validate."""
     value = None
-    if route is not QUERY_SPANS:
+    if route.body is not None:
         if not _is_json(scope):
             await fallback(scope, receive, send)
             return
@@ -143,6 +137,10 @@ async def serve_hot(
         try:
             value = route.body.validate_json(body)
         except ValidationError:
+            refused = json_refusal(body)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
             await fallback(scope, _replay(body, receive), send)
             return
     request = Request(scope, receive)
@@ -171,19 +169,31 @@ def early_route(scope: Scope, max_body_bytes: int) -> tuple[HotRoute, tuple[str,
             length = value
         elif name == b"transfer-encoding":
             return None
-    if length is None and route is not QUERY_SPANS:
+    if length is None and route.body is not None:
         return None
     return route, ids
 
 
 class FastPathMiddleware:
-    """Serves HOT_ROUTES and UPDATE_ATTEMPT directly; everything else goes to `app`. Must sit inside BodyLimitMiddleware
-    (its limit applies while the body is read here) and RawPathMiddleware."""
+    """Serves the hot routes (HOT_PATHS, HOT_TEMPLATES) and the gateway's calls directly; everything else
+    goes to `app`, a JSON body once `json_refusal` let it through. Must sit inside BodyLimitMiddleware (its limit applies while the
+    body is read here) and RawPathMiddleware."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in BODY_METHODS and _is_json(scope):
+            route, ids = _route(scope["method"], scope["path"])
+            if route is None or scope.get("query_string"):  # a hot route checks its body itself
+                body = await _read_body(receive)
+                if body is None:
+                    return
+                refused = json_refusal(body)
+                if refused is not None:
+                    await refused(scope, receive, send)
+                    return
+                receive = _replay(body, receive)
         if scope["type"] == "http" and not scope.get("query_string"):
             call = match_call(scope["method"], scope["path"])
             gateway = getattr(scope["app"].state, "proxy", None) if call is not None else None

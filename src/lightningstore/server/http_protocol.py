@@ -1,9 +1,8 @@
 """CoalescingHttpToolsProtocol: uvicorn's httptools protocol, each answer's head and body in one write.
 
 uvicorn writes a response's head (at `http.response.start`) and its body as two `transport.write`
-calls: two send system calls and two TCP segments per answer, and a client that wakes for each. On
-the store's workload (bench/store_vs_agl.py, ~11 answers per rollout) that second write was one of the
-server's larger costs. Here the protocol's transport holds a final response head until the next
+calls: two send system calls and two TCP segments per answer, and a client that wakes for each; a
+rollout takes about a dozen answers, so that second write is one of the server's larger costs. Here the protocol's transport holds a final response head until the next
 write (the body) and sends both at once; a head that nothing follows within the same turn of the
 event loop (HEAD, 204, 304, a streamed body) goes out on its own, in order, on the loop's next turn.
 """

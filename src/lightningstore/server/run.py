@@ -136,8 +136,8 @@ def _app(spec: dict[str, Any]) -> Any:
     )
     app.state.server_processes = spec["workers"]
     # Everything built so far (modules, the app, the store) lives as long as the process: keep it out
-    # of the cyclic collector's full passes, which otherwise walked it all and stalled every request
-    # for 150-200 ms a few times a minute under load (bench/store_open_loop.py).
+    # of the cyclic collector's full passes, which otherwise walk it all and stall every request
+    # while they run (bench/store_open_loop.py shows the stalls).
     gc.collect()
     gc.freeze()
     return app

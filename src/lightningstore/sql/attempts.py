@@ -1,4 +1,4 @@
-"""SqlAttempts: attempt progress for SqlStore (heartbeats, updates and the watchdog sweep)."""
+"""SqlAttempts: SqlStore's attempt progress (heartbeats, updates, endings and the watchdog sweep)."""
 
 from __future__ import annotations
 
@@ -14,24 +14,15 @@ from lightningstore.finite import refuse_non_finite
 from lightningstore.reward import RewardIn
 from lightningstore.rollout import RolloutConfig
 from lightningstore.span import SpanIn
-from lightningstore.sql import statements as q
-from lightningstore.sql import tables as t
-from lightningstore.sql.database import SqlDatabase, parse_enum
-from lightningstore.sql.lifecycle import SqlLifecycle
-from lightningstore.sql.spans import SpanBatch, SqlSpans
+from lightningstore.sql import statements, tables
+from lightningstore.sql.database import parse_enum
+from lightningstore.sql.part import SqlPart
+from lightningstore.sql.span_writer import SpanBatch
 from lightningstore.status import AttemptStatus, WorkerStatus
 from lightningstore.unset import UNSET, Unset
 
 
-class SqlAttempts:
-    sweep_interval = 1.0
-
-    def __init__(self, db: SqlDatabase, life: SqlLifecycle, spans: SqlSpans) -> None:
-        self._db = db
-        self._life = life
-        self._spans = spans
-        self._last_sweep = 0.0
-
+class SqlAttempts(SqlPart):
     async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
         def _tx(conn: sa.Connection) -> Attempt:
             attempt = self._life.get_attempt(conn, rollout_id, attempt_id)
@@ -78,7 +69,9 @@ class SqlAttempts:
             attempt = self._life.get_attempt(conn, rollout_id, target_id)
             if values:  # rare: built per call
                 conn.execute(
-                    sa.update(t.attempts).where(t.attempts.c.attempt_id == target_id).values(**values)
+                    sa.update(tables.attempts)
+                    .where(tables.attempts.c.attempt_id == target_id)
+                    .values(**values)
                 )
                 attempt = attempt.model_copy(update=values)
             if new_status is not UNSET and new_status != attempt.status:
@@ -111,9 +104,9 @@ class SqlAttempts:
         def _tx(conn: sa.Connection) -> tuple[Attempt, IllegalTransitionError | None]:
             self._life.get_attempt(conn, rollout_id, attempt_id)  # NotFoundError before anything is written
             if batch.unique:
-                self._spans.store_spans(conn, batch)
+                self._span_writer.store_spans(conn, batch)
             for reward in checked:
-                self._spans.store_reward(conn, reward)
+                self._span_writer.store_reward(conn, reward)
             attempt = self._life.get_attempt(conn, rollout_id, attempt_id)  # a span may have woken it
             if attempt.status == ending:
                 return attempt, None  # a repeated finish
@@ -130,20 +123,13 @@ class SqlAttempts:
 
     # ---- the watchdog --------------------------------------------------------------------------
 
-    async def maybe_sweep(self) -> None:
-        """Sweep when the last sweep is `sweep_interval` seconds old."""
-        now = self._db.now()
-        if now - self._last_sweep >= self.sweep_interval:
-            self._last_sweep = now
-            await self.sweep_stale_attempts(now)
-
     async def sweep_stale_attempts(self, now: float | None = None) -> list[Attempt]:
         at = self._db.now() if now is None else now
         return await self._db.write(lambda conn: self._sweep(conn, at))
 
     def _sweep(self, conn: sa.Connection, now: float) -> list[Attempt]:
         changed: list[Attempt] = []
-        for row in q.SELECT_STALE_ATTEMPTS.run(conn, {"now": now}).rows:
+        for row in statements.SELECT_STALE_ATTEMPTS.run(conn, {"now": now}).rows:
             m = dict(row)
             config = RolloutConfig.model_validate(m.pop("rollout_config"))
             attempt = Attempt.model_validate(m)

@@ -1,8 +1,8 @@
 """WalCheckpointer: SQLite WAL checkpoints on their own thread, off the writer's commit path.
 
 By default the connection whose commit pushes the WAL past 1000 pages copies the WAL back into
-the database file (and fsyncs both) inside that commit: measured here, those commits take
-10-50 ms and add ~100 us to the average write call. This thread runs PASSIVE checkpoints on its
+the database file (and fsyncs both) inside that commit, which stalls every call of that commit
+and raises the average write call's cost. This thread runs PASSIVE checkpoints on its
 own connection instead (they never block the writer or readers), at most once per `interval`,
 so a page changed by many commits (a queue index, an attempt row) is copied once. The writer
 keeps an automatic checkpoint at a higher mark as a safety net.

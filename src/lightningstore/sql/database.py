@@ -3,10 +3,10 @@
 SqlStore's parts and the gate's SqlGateRecords run every transaction through one SqlDatabase, so
 on SQLite all their writes share one group-committing writer.
 
-The public API is async; each call runs as ONE synchronous transaction. Measured here: an
-aiosqlite statement through SQLAlchemy's async engine costs ~300 us, a synchronous one ~13 us
-(~2 us through `Prepared` on SQLite) and a thread hop ~65 us, so a whole transaction per hop is
-~10x faster. Reads (and every PostgreSQL transaction) run on worker threads. SQLite's writes (its
+The public API is async; each call runs as ONE synchronous transaction: a statement through
+SQLAlchemy's async engine (aiosqlite) costs many times a synchronous one, and a thread hop costs
+more than a short statement, so one hop per whole transaction is far cheaper than one per
+statement. Reads (and every PostgreSQL transaction) run on worker threads. SQLite's writes (its
 one-writer rule, without spinning on busy locks) are committed together, a loop turn's worth at a
 time, on the event loop's own thread: a write is a few short statements, and the hop to a writer
 thread and back cost more than the statements (group_commit). A thread checkpoints the WAL
@@ -156,7 +156,7 @@ class SqlDatabase:
             self._flush_notify()
 
     def _run_in_savepoints(self, conn: sa.Connection, calls: list[Call]) -> None:
-        # Issued on the driver connection: SQLAlchemy's nested transactions cost ~10x more, and
+        # Issued on the driver connection: SQLAlchemy's nested transactions cost several times more, and
         # these never outlive the transaction SQLAlchemy opened around them.
         driver = conn.connection.driver_connection
         assert driver is not None

@@ -10,12 +10,10 @@ each call keeps all-or-nothing semantics.
 The group runs on the event loop's own thread, at the end of the loop turn in which its first call
 was queued (the calls queued in that turn join it); while more calls keep arriving turn after turn,
 it waits up to MAX_WAIT_TURNS more turns for them, since each commit costs about the same whatever
-its size (on the store server under bench/store_vs_agl.py's workload groups grew from ~4 calls to ~8
-and the server's CPU per rollout fell ~18%). A lone call commits after one turn. It used to run on a
-writer thread: each call then paid a hand-off to that thread and a wake-up back, and the two threads
-fought over the GIL (measured on the store workload, bench/store_vs_agl.py, old and new code
-alternating: in process +10-42% rollouts/s and ~30% less CPU per rollout, over HTTP +4-20%;
-bench/README.md). A call its caller marks `heavy` (a large batch) runs on a helper thread instead,
+its size. A lone call commits after one turn. The writer is not a thread of its own because a call
+would then pay a hand-off to it and a wake-up back, and the two threads would fight over the GIL
+(the figures: bench/README.md, "Figures behind design choices"). A call its caller marks `heavy` (a
+large batch) runs on a helper thread instead,
 so the loop keeps serving while it commits; calls queued on that loop meanwhile wait for it and
 follow. Several event loops (threads) sharing one store each run their own groups, and SQLite's lock
 makes them take turns.
@@ -142,7 +140,7 @@ class GroupCommitWriter:
         queue.loop.call_soon(self._flush, queue)
 
     def _wait_for_more(self, queue: _LoopQueue) -> bool:
-        """Put the flush off a turn while calls are still arriving (each commit costs ~150-300 us
+        """Put the flush off a turn while calls are still arriving (a commit costs about the same
         whatever its size); a lone call, or a queue quiet for a turn, commits at once."""
         count = len(queue.calls)
         if count <= queue.seen or count >= GROUP_LIMIT or queue.waited >= MAX_WAIT_TURNS:

@@ -7,8 +7,7 @@ import sqlalchemy as sa
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.rollout import Rollout
-from lightningstore.sql import statements as q
-from lightningstore.sql import tables as t
+from lightningstore.sql import statements, tables
 from lightningstore.sql.database import SqlDatabase, new_id
 from lightningstore.sql.rows import attempt_from_row, rollout_from_row
 from lightningstore.status import (
@@ -29,7 +28,7 @@ class SqlLifecycle:
     # ---- lookups ----------------------------------------------------------------------------
 
     def get_rollout(self, conn: sa.Connection, rollout_id: str, *, lock: bool = False) -> Rollout:
-        query = q.SELECT_ROLLOUT_FOR_UPDATE if lock else q.SELECT_ROLLOUT
+        query = statements.SELECT_ROLLOUT_FOR_UPDATE if lock else statements.SELECT_ROLLOUT
         row = query.run(conn, {"rollout_id": rollout_id}).first()
         if row is None:
             raise NotFoundError("rollout", rollout_id)
@@ -37,13 +36,13 @@ class SqlLifecycle:
 
     def get_rollout_and_current(self, conn: sa.Connection, rollout_id: str) -> tuple[Rollout, str | None]:
         """The rollout (row-locked) and the id of its current attempt."""
-        row = q.SELECT_ROLLOUT_FOR_UPDATE.run(conn, {"rollout_id": rollout_id}).first()
+        row = statements.SELECT_ROLLOUT_FOR_UPDATE.run(conn, {"rollout_id": rollout_id}).first()
         if row is None:
             raise NotFoundError("rollout", rollout_id)
         return rollout_from_row(row), row["current_attempt_id"]
 
     def get_attempt(self, conn: sa.Connection, rollout_id: str, attempt_id: str) -> Attempt:
-        row = q.SELECT_ATTEMPT.run(conn, {"attempt_id": attempt_id}).first()
+        row = statements.SELECT_ATTEMPT.run(conn, {"attempt_id": attempt_id}).first()
         if row is None:
             raise NotFoundError("attempt", attempt_id)
         attempt = attempt_from_row(row)
@@ -52,14 +51,16 @@ class SqlLifecycle:
         return attempt
 
     def latest_attempt(self, conn: sa.Connection, rollout_id: str) -> Attempt | None:
-        row = q.SELECT_LATEST_ATTEMPT.run(conn, {"rollout_id": rollout_id}).first()
+        row = statements.SELECT_LATEST_ATTEMPT.run(conn, {"rollout_id": rollout_id}).first()
         return attempt_from_row(row) if row is not None else None
 
     def check_resources_ids(self, conn: sa.Connection, ids: set[str | None]) -> None:
         wanted = {i for i in ids if i}
         if not wanted:
             return
-        query = sa.select(t.resource_sets.c.resources_id).where(t.resource_sets.c.resources_id.in_(wanted))
+        query = sa.select(tables.resource_sets.c.resources_id).where(
+            tables.resource_sets.c.resources_id.in_(wanted)
+        )
         missing = sorted(wanted - set(conn.execute(query).scalars()))
         if missing:
             raise NotFoundError("resource set", missing[0])
@@ -96,8 +97,8 @@ class SqlLifecycle:
             claimed.append(AttemptedRollout(rollout=rollout, attempt=attempt))
         if not claimed:
             return claimed
-        q.INSERT_ATTEMPT.run(conn, [c.attempt.model_dump(mode="json") for c in claimed])
-        q.CLAIM_ROLLOUT.run(
+        statements.INSERT_ATTEMPT.run(conn, [c.attempt.model_dump(mode="json") for c in claimed])
+        statements.CLAIM_ROLLOUT.run(
             conn,
             [
                 {
@@ -120,7 +121,7 @@ class SqlLifecycle:
         """Record liveness; preparing -> running, and revive unresponsive if still current."""
         now = self._db.now()
         status = self.wake(conn, attempt)
-        q.SET_ATTEMPT_ALIVE.run(
+        statements.SET_ATTEMPT_ALIVE.run(
             conn, {"p_attempt_id": attempt.attempt_id, "p_status": status.value, "p_time": now}
         )
         return attempt.model_copy(update={"last_heartbeat_time": now, "status": status})
@@ -130,7 +131,7 @@ class SqlLifecycle:
         if attempt.status == AttemptStatus.PREPARING:
             # Always running now; the rollout follows only while this attempt is its current one.
             params = {"p_rollout_id": attempt.rollout_id, "p_attempt_id": attempt.attempt_id}
-            if q.START_RUNNING.run(conn, params).rowcount:
+            if statements.START_RUNNING.run(conn, params).rowcount:
                 self._db.notify()
             return AttemptStatus.RUNNING
         if attempt.status == AttemptStatus.UNRESPONSIVE:
@@ -160,7 +161,7 @@ class SqlLifecycle:
             if target is not None and target != rollout.status:
                 check_rollout_transition(rollout.rollout_id, rollout.status, target)
                 self.set_rollout(conn, rollout, target, reason if target == RolloutStatus.FAILED else None)
-        q.SET_ATTEMPT_END.run(
+        statements.SET_ATTEMPT_END.run(
             conn,
             {
                 "p_attempt_id": attempt.attempt_id,
@@ -195,7 +196,7 @@ class SqlLifecycle:
         """Write a rollout's new status; `rollout` must have been read in this transaction."""
         end_time = self._db.now() if status.terminal else rollout.end_time
         failure_reason = reason if reason is not None else rollout.failure_reason
-        q.SET_ROLLOUT_STATUS.run(
+        statements.SET_ROLLOUT_STATUS.run(
             conn,
             {
                 "p_rollout_id": rollout.rollout_id,
@@ -221,7 +222,7 @@ class SqlLifecycle:
             return
         status = AttemptStatus.SUCCEEDED if target == RolloutStatus.SUCCEEDED else AttemptStatus.FAILED
         reason = None if status == AttemptStatus.SUCCEEDED else f"rollout moved to {target.value}"
-        q.SET_ATTEMPT_END.run(
+        statements.SET_ATTEMPT_END.run(
             conn,
             {
                 "p_attempt_id": current_id,
@@ -241,7 +242,7 @@ class SqlLifecycle:
         rollout_id: str | None,
         attempt_id: str | None,
     ) -> None:
-        q.TOUCH_WORKER[self._db.dialect].run(
+        statements.TOUCH_WORKER[self._db.dialect].run(
             conn,
             {
                 "p_worker_id": worker_id,

@@ -1,4 +1,4 @@
-"""SqlQueries: the read queries of SqlStore (rollouts, attempts, spans and rewards)."""
+"""SqlQueries: SqlStore's read queries (rollouts, attempts, spans and rewards)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from lightningstore.errors import InvalidInputError
 from lightningstore.reward import Reward
 from lightningstore.rollout import Rollout
 from lightningstore.span import Span
-from lightningstore.sql import statements as q
-from lightningstore.sql import tables as t
-from lightningstore.sql.database import SqlDatabase, parse_enum
-from lightningstore.sql.lifecycle import SqlLifecycle
+from lightningstore.sql import statements, tables
+from lightningstore.sql.database import parse_enum
+from lightningstore.sql.part import SqlPart
 from lightningstore.sql.prepared import Prepared
 from lightningstore.sql.rows import attempt_from_row, reward_from_row, rollout_from_row, span_from_row
 from lightningstore.status import RolloutMode, RolloutStatus
@@ -33,7 +32,7 @@ INLINE_SPANS = 32
 @cache
 def _spans_query(attempt: bool, name: bool, after: bool, limit: bool) -> Prepared:
     """The span query for one combination of filters, built once (its values are parameters)."""
-    S = t.spans
+    S = tables.spans
     query = sa.select(S).where(S.c.rollout_id == sa.bindparam("rollout_id"))
     if attempt:
         query = query.where(S.c.attempt_id == sa.bindparam("attempt_id"))
@@ -45,14 +44,10 @@ def _spans_query(attempt: bool, name: bool, after: bool, limit: bool) -> Prepare
     return Prepared(query.limit(sa.bindparam("limit")) if limit else query)
 
 
-class SqlQueries:
-    def __init__(self, db: SqlDatabase, life: SqlLifecycle) -> None:
-        self._db = db
-        self._life = life
-
+class SqlQueries(SqlPart):
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
         def _tx(conn: sa.Connection) -> Rollout | None:
-            row = q.SELECT_ROLLOUT.run(conn, {"rollout_id": rollout_id}).first()
+            row = statements.SELECT_ROLLOUT.run(conn, {"rollout_id": rollout_id}).first()
             return rollout_from_row(row) if row is not None else None
 
         return await self._db.read(_tx, small=True)
@@ -77,7 +72,7 @@ class SqlQueries:
             raise InvalidInputError("offset", f"must be >= 0, got {offset}")
         if isinstance(status, str):
             status = [status]
-        R = t.rollouts
+        R = tables.rollouts
         query = sa.select(R)
         if status is not None:
             query = query.where(
@@ -107,7 +102,7 @@ class SqlQueries:
     async def query_attempts(self, rollout_id: str) -> list[Attempt]:
         def _tx(conn: sa.Connection) -> list[Attempt]:
             self._life.get_rollout(conn, rollout_id)
-            rows = q.SELECT_ATTEMPTS_OF.run(conn, {"rollout_id": rollout_id}).rows
+            rows = statements.SELECT_ATTEMPTS_OF.run(conn, {"rollout_id": rollout_id}).rows
             return [attempt_from_row(r) for r in rows]
 
         return await self._db.read(_tx)
@@ -146,18 +141,18 @@ class SqlQueries:
             return [span_from_row(r) for r in query.run(conn, params).rows]
 
         def small(conn: sa.Connection) -> bool:
-            count = q.COUNT_ROLLOUT_SPANS.run(conn, {"rollout_id": rollout_id}).rows[0]["n"]
+            count = statements.COUNT_ROLLOUT_SPANS.run(conn, {"rollout_id": rollout_id}).rows[0]["n"]
             return bool(count <= INLINE_SPANS)
 
         return await self._db.read(_tx, small=small)
 
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
-        query = sa.select(t.rewards).where(t.rewards.c.rollout_id == rollout_id)
+        query = sa.select(tables.rewards).where(tables.rewards.c.rollout_id == rollout_id)
         if name is not None:
-            query = query.where(t.rewards.c.name == name)
+            query = query.where(tables.rewards.c.name == name)
 
         def _tx(conn: sa.Connection) -> list[Reward]:
-            return [reward_from_row(r._mapping) for r in conn.execute(query.order_by(t.rewards.c.seq))]
+            return [reward_from_row(r._mapping) for r in conn.execute(query.order_by(tables.rewards.c.seq))]
 
         return await self._db.read(_tx)
 
@@ -185,7 +180,7 @@ class SqlQueries:
 
     async def query_rewards_many(self, rollout_ids: Sequence[str]) -> dict[str, list[Reward]]:
         ids = distinct_ids(rollout_ids)
-        W = t.rewards
+        W = tables.rewards
         query = sa.select(W).where(W.c.rollout_id.in_(sa.bindparam("ids", expanding=True))).order_by(W.c.seq)
 
         def _tx(conn: sa.Connection) -> dict[str, list[Reward]]:
@@ -210,7 +205,7 @@ def _statement_chunks(ids: list[str]) -> list[list[str]]:
 def _spans_many_query(latest: bool, keys: tuple[str, ...] | None) -> sa.Select[Any]:
     """Spans of the `ids` rollouts (each one's latest attempt only when `latest`) in sequence order;
     with `keys`, the attributes column is left out and each key is read as its own column."""
-    S, A = t.spans, t.attempts
+    S, A = tables.spans, tables.attempts
     columns: list[Any] = list(S.c)
     if keys is not None:
         columns = [c for c in S.c if c.key != "attributes"]

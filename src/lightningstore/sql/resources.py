@@ -1,4 +1,4 @@
-"""SqlResources: resource versions, resource sets and pointers for SqlStore."""
+"""SqlResources: SqlStore's resource versions, resource sets and pointers."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pydantic import TypeAdapter, ValidationError
 from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
 from lightningstore.finite import refuse_non_finite
 from lightningstore.resource import Pointer, PointerMove, Resource, ResourceSet, ResourceVersion
-from lightningstore.sql import tables as t
-from lightningstore.sql.database import SqlDatabase, new_id
+from lightningstore.sql import tables
+from lightningstore.sql.database import new_id
+from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import pointer_move_from_row, version_from_row
 
 _resource_adapter: TypeAdapter[Any] = TypeAdapter(Resource)
@@ -24,10 +25,7 @@ def _pointer(value: str) -> Pointer:
         raise InvalidInputError("pointer", f"must be 'latest' or 'approved', got {value!r}") from exc
 
 
-class SqlResources:
-    def __init__(self, db: SqlDatabase) -> None:
-        self._db = db
-
+class SqlResources(SqlPart):
     async def add_resource_version(
         self,
         name: str,
@@ -69,7 +67,9 @@ class SqlResources:
         if version_id is not None:
             row = (
                 conn.execute(
-                    sa.select(t.resource_versions).where(t.resource_versions.c.version_id == version_id)
+                    sa.select(tables.resource_versions).where(
+                        tables.resource_versions.c.version_id == version_id
+                    )
                 )
             ).first()
             if row is not None:
@@ -95,7 +95,7 @@ class SqlResources:
             metadata=metadata or {},
             create_time=self._db.now(),
         )
-        conn.execute(sa.insert(t.resource_versions), [version.model_dump(mode="json")])
+        conn.execute(sa.insert(tables.resource_versions), [version.model_dump(mode="json")])
         self._move(conn, name, Pointer.LATEST, version.version_id, created_by, "published")
         if self._pointer_version_id(conn, name, Pointer.APPROVED) is None:
             self._move(conn, name, Pointer.APPROVED, version.version_id, created_by, "initial baseline")
@@ -143,7 +143,7 @@ class SqlResources:
     def _add_set(self, conn: sa.Connection, versions: dict[str, ResourceVersion]) -> ResourceSet:
         rs = ResourceSet(resources_id=new_id("rs"), versions=versions, create_time=self._db.now())
         conn.execute(
-            sa.insert(t.resource_sets),
+            sa.insert(tables.resource_sets),
             [
                 {
                     "resources_id": rs.resources_id,
@@ -167,7 +167,9 @@ class SqlResources:
     async def get_resources_by_id(self, resources_id: str) -> ResourceSet | None:
         def _tx(conn: sa.Connection) -> Any:
             row = (
-                conn.execute(sa.select(t.resource_sets).where(t.resource_sets.c.resources_id == resources_id))
+                conn.execute(
+                    sa.select(tables.resource_sets).where(tables.resource_sets.c.resources_id == resources_id)
+                )
             ).first()
             return self._load_set(conn, row)
 
@@ -176,7 +178,9 @@ class SqlResources:
     async def get_latest_resources(self) -> ResourceSet | None:
         def _tx(conn: sa.Connection) -> Any:
             row = (
-                conn.execute(sa.select(t.resource_sets).order_by(t.resource_sets.c.seq.desc()).limit(1))
+                conn.execute(
+                    sa.select(tables.resource_sets).order_by(tables.resource_sets.c.seq.desc()).limit(1)
+                )
             ).first()
             return self._load_set(conn, row)
 
@@ -184,7 +188,9 @@ class SqlResources:
 
     def _get_version(self, conn: sa.Connection, version_id: str) -> ResourceVersion | None:
         row = (
-            conn.execute(sa.select(t.resource_versions).where(t.resource_versions.c.version_id == version_id))
+            conn.execute(
+                sa.select(tables.resource_versions).where(tables.resource_versions.c.version_id == version_id)
+            )
         ).first()
         return version_from_row(row._mapping) if row is not None else None
 
@@ -195,8 +201,8 @@ class SqlResources:
         return await self._db.read(_tx, small=True)
 
     def _pointer_version_id(self, conn: sa.Connection, name: str, pointer: Pointer) -> str | None:
-        query = sa.select(t.resource_pointers.c.version_id).where(
-            t.resource_pointers.c.name == name, t.resource_pointers.c.pointer == pointer.value
+        query = sa.select(tables.resource_pointers.c.version_id).where(
+            tables.resource_pointers.c.name == name, tables.resource_pointers.c.pointer == pointer.value
         )
         return (conn.execute(query)).scalar_one_or_none()
 
@@ -210,9 +216,9 @@ class SqlResources:
         return await self._db.read(_tx, small=True)
 
     async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
-        query = sa.select(t.resource_versions).order_by(t.resource_versions.c.seq)
+        query = sa.select(tables.resource_versions).order_by(tables.resource_versions.c.seq)
         if name is not None:
-            query = query.where(t.resource_versions.c.name == name)
+            query = query.where(tables.resource_versions.c.name == name)
 
         def _tx(conn: sa.Connection) -> Any:
             return [version_from_row(r._mapping) for r in conn.execute(query)]
@@ -250,13 +256,16 @@ class SqlResources:
         previous = self._pointer_version_id(conn, name, pointer)
         if previous is None:
             conn.execute(
-                sa.insert(t.resource_pointers),
+                sa.insert(tables.resource_pointers),
                 [{"name": name, "pointer": pointer.value, "version_id": version_id}],
             )
         else:
             conn.execute(
-                sa.update(t.resource_pointers)
-                .where(t.resource_pointers.c.name == name, t.resource_pointers.c.pointer == pointer.value)
+                sa.update(tables.resource_pointers)
+                .where(
+                    tables.resource_pointers.c.name == name,
+                    tables.resource_pointers.c.pointer == pointer.value,
+                )
                 .values(version_id=version_id)
             )
         move = PointerMove(
@@ -268,20 +277,20 @@ class SqlResources:
             reason=reason,
             time=self._db.now(),
         )
-        conn.execute(sa.insert(t.pointer_history), [move.model_dump(mode="json")])
+        conn.execute(sa.insert(tables.pointer_history), [move.model_dump(mode="json")])
         return move
 
     async def query_pointer_history(
         self, name: str, pointer: Literal["latest", "approved"] | None = None
     ) -> list[PointerMove]:
-        query = sa.select(t.pointer_history).where(t.pointer_history.c.name == name)
+        query = sa.select(tables.pointer_history).where(tables.pointer_history.c.name == name)
         if pointer is not None:
-            query = query.where(t.pointer_history.c.pointer == _pointer(pointer).value)
+            query = query.where(tables.pointer_history.c.pointer == _pointer(pointer).value)
 
         def _tx(conn: sa.Connection) -> Any:
             return [
                 pointer_move_from_row(r._mapping)
-                for r in conn.execute(query.order_by(t.pointer_history.c.seq))
+                for r in conn.execute(query.order_by(tables.pointer_history.c.seq))
             ]
 
         return await self._db.read(_tx)

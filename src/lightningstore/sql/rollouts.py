@@ -1,4 +1,4 @@
-"""SqlRollouts: rollouts for SqlStore (enqueue, claim, start, update and wait)."""
+"""SqlRollouts: SqlStore's rollouts (enqueue, claim, update and wait)."""
 
 from __future__ import annotations
 
@@ -15,28 +15,18 @@ from lightningstore.finite import refuse_non_finite
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
 from lightningstore.sql import statements as q
 from lightningstore.sql import tables as t
-from lightningstore.sql.attempts import SqlAttempts
-from lightningstore.sql.database import SqlDatabase, new_id, parse_enum
-from lightningstore.sql.lifecycle import SqlLifecycle
-from lightningstore.sql.queries import SqlQueries
+from lightningstore.sql.database import new_id, parse_enum
+from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import rollout_from_row
-from lightningstore.status import RolloutMode, RolloutStatus, check_rollout_transition
+from lightningstore.status import RolloutStatus, check_rollout_transition
 from lightningstore.unset import UNSET, Unset
 
 WAIT_COALESCE_SECONDS = 0.05
 """After a change wakes `wait_for_rollouts`, how long it lets further changes gather before re-reading."""
 
 
-class SqlRollouts:
-    """Moves rollouts through the queue; waits on `queries` and sweeps through `attempts`."""
-
-    def __init__(
-        self, db: SqlDatabase, life: SqlLifecycle, queries: SqlQueries, attempts: SqlAttempts
-    ) -> None:
-        self._db = db
-        self._life = life
-        self._queries = queries
-        self._attempts = attempts
+class SqlRollouts(SqlPart):
+    """Moves rollouts through the queue."""
 
     async def enqueue_many_rollouts(self, requests: Sequence[RolloutRequest]) -> list[Rollout]:
         requests = [
@@ -105,38 +95,13 @@ class SqlRollouts:
     ) -> list[AttemptedRollout]:
         if limit < 1:
             raise InvalidInputError("limit", f"must be at least 1, got {limit}")
-        await self._attempts.maybe_sweep()
+        await self.maybe_sweep()
 
         def _tx(conn: sa.Connection) -> list[AttemptedRollout]:
             rows = q.OLDEST_WAITING[self._db.dialect].run(conn, {"limit": limit}).rows
             return self._life.open_attempts(conn, [rollout_from_row(row) for row in rows], worker_id)
 
         return await self._db.write(_tx)
-
-    async def start_rollout(
-        self,
-        input: Any,
-        *,
-        mode: RolloutMode | str = RolloutMode.TRAIN,
-        resources_id: str | None = None,
-        config: RolloutConfig | None = None,
-        metadata: dict[str, Any] | None = None,
-        group_id: str | None = None,
-        worker_id: str | None = None,
-    ) -> AttemptedRollout:
-        (rollout,) = await self.enqueue_many_rollouts(
-            [
-                RolloutRequest(
-                    input=input,
-                    mode=parse_enum(RolloutMode, mode, "mode"),
-                    resources_id=resources_id,
-                    config=config or RolloutConfig(),
-                    metadata=metadata or {},
-                    group_id=group_id,
-                )
-            ]
-        )
-        return await self.start_attempt(rollout.rollout_id, worker_id=worker_id)
 
     async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
         def _tx(conn: sa.Connection) -> AttemptedRollout:
@@ -210,7 +175,7 @@ class SqlRollouts:
         delay = 0.01
         while True:
             changed.clear()
-            rollouts = await self._queries.query_rollouts(rollout_ids=ids)
+            rollouts = await self.query_rollouts(rollout_ids=ids)
             found = {r.rollout_id: r for r in rollouts}
             missing = [i for i in ids if i not in found]
             if missing:
@@ -218,7 +183,7 @@ class SqlRollouts:
             done = [found[i] for i in ids if found[i].status.terminal]
             if len(done) == len(ids) or (deadline is not None and loop.time() >= deadline):
                 return done
-            await self._attempts.maybe_sweep()
+            await self.maybe_sweep()
             wait = delay if deadline is None else min(delay, max(0.0, deadline - loop.time()))
             try:
                 # Wake early on an in-process change; poll for changes made by other processes.

@@ -1,4 +1,4 @@
-"""SqlWorkers: workers and statistics for SqlStore."""
+"""SqlWorkers: SqlStore's workers and statistics."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sqlalchemy as sa
 
 from lightningstore.errors import InvalidInputError
 from lightningstore.finite import refuse_non_finite
-from lightningstore.sql import statements as q
-from lightningstore.sql import tables as t
-from lightningstore.sql.database import SqlDatabase, parse_enum
+from lightningstore.sql import statements, tables
+from lightningstore.sql.database import parse_enum
+from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import worker_from_row
 from lightningstore.statistics import StoreStatistics
 from lightningstore.status import WorkerStatus
@@ -18,10 +18,7 @@ from lightningstore.unset import UNSET, Unset
 from lightningstore.worker import Worker
 
 
-class SqlWorkers:
-    def __init__(self, db: SqlDatabase) -> None:
-        self._db = db
-
+class SqlWorkers(SqlPart):
     async def update_worker(
         self,
         worker_id: str,
@@ -35,7 +32,7 @@ class SqlWorkers:
         refuse_non_finite(metadata, "metadata")
 
         def _tx(conn: sa.Connection) -> Worker:
-            row = q.SELECT_WORKER.run(conn, {"worker_id": worker_id}).first()
+            row = statements.SELECT_WORKER.run(conn, {"worker_id": worker_id}).first()
             worker = worker_from_row(row) if row is not None else Worker(worker_id=worker_id)
             update: dict[str, Any] = {"last_heartbeat_time": self._db.now()}
             if new_status is not UNSET:
@@ -45,9 +42,11 @@ class SqlWorkers:
             worker = worker.model_copy(update=update)
             data = worker.model_dump(mode="json")
             if row is None:
-                conn.execute(sa.insert(t.workers), [data])
+                conn.execute(sa.insert(tables.workers), [data])
             else:
-                conn.execute(sa.update(t.workers).where(t.workers.c.worker_id == worker_id).values(**data))
+                conn.execute(
+                    sa.update(tables.workers).where(tables.workers.c.worker_id == worker_id).values(**data)
+                )
             return worker
 
         return await self._db.write(_tx)
@@ -56,7 +55,7 @@ class SqlWorkers:
         def _tx(conn: sa.Connection) -> list[Worker]:
             return [
                 worker_from_row(r._mapping)
-                for r in conn.execute(sa.select(t.workers).order_by(t.workers.c.worker_id))
+                for r in conn.execute(sa.select(tables.workers).order_by(tables.workers.c.worker_id))
             ]
 
         return await self._db.read(_tx)
@@ -70,17 +69,17 @@ class SqlWorkers:
                 rows = conn.execute(sa.select(table.c.status, sa.func.count()).group_by(table.c.status))
                 return {status: n for status, n in rows}
 
-            rollouts_by_status = by_status(t.rollouts)
-            attempts_by_status = by_status(t.attempts)
+            rollouts_by_status = by_status(tables.rollouts)
+            attempts_by_status = by_status(tables.attempts)
             return StoreStatistics(
                 rollouts_by_status=rollouts_by_status,
                 attempts_by_status=attempts_by_status,
                 total_rollouts=sum(rollouts_by_status.values()),
                 total_attempts=sum(attempts_by_status.values()),
-                total_spans=count(t.spans),
-                total_rewards=count(t.rewards),
-                total_workers=count(t.workers),
-                total_resource_versions=count(t.resource_versions),
+                total_spans=count(tables.spans),
+                total_rewards=count(tables.rewards),
+                total_workers=count(tables.workers),
+                total_resource_versions=count(tables.resource_versions),
             )
 
         return await self._db.read(_tx)

@@ -91,7 +91,7 @@ def _with_proxy_headers(resource: Any, kwargs: dict[str, Any]) -> dict[str, Any]
         return kwargs
     headers: dict[str, str] = {}
     TraceContextTextMapPropagator().inject(headers)
-    name = current_agent_name() or context.recorder.agent_name
+    name = current_agent_name() or context.attempt_tracer.agent_name
     if name:
         headers[semconv.AGENT_NAME_HEADER] = name
     return {**kwargs, "extra_headers": {**headers, **(kwargs.get("extra_headers") or {})}}

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.auth.agent_key import agent_key
 from lightningstore.auth.tokens import Caller, Permission
 from lightningstore.errors import ConflictError, NotFoundError
+from lightningstore.http_api import AgentKey, FinishAttemptBody, UpdateAttemptBody, WorkerRef
 from lightningstore.server.auth import context
-from lightningstore.server.schemas import AgentKey, FinishAttemptBody, UpdateAttemptBody, WorkerRef
 from lightningstore.store import LightningStore
 
-router = APIRouter(prefix="/v1/rollouts/{rollout_id:id}/attempts", tags=["attempts"])
 
-
-@router.post("")
 async def start_attempt(request: Request, rollout_id: str, body: WorkerRef) -> AttemptedRollout:
     """Open a new attempt of a waiting rollout (a manual claim)."""
     store, caller = context(request)
@@ -23,7 +20,6 @@ async def start_attempt(request: Request, rollout_id: str, body: WorkerRef) -> A
     return await store.start_attempt(rollout_id, worker_id=body.worker_id)
 
 
-@router.get("")
 async def query_attempts(request: Request, rollout_id: str) -> list[Attempt]:
     """All attempts of a rollout, oldest first."""
     store, caller = context(request)
@@ -31,7 +27,6 @@ async def query_attempts(request: Request, rollout_id: str) -> list[Attempt]:
     return await store.query_attempts(rollout_id)
 
 
-@router.get("/latest")
 async def get_latest_attempt(request: Request, rollout_id: str) -> Attempt | None:
     """The rollout's most recent attempt, or null."""
     store, caller = context(request)
@@ -39,7 +34,6 @@ async def get_latest_attempt(request: Request, rollout_id: str) -> Attempt | Non
     return await store.get_latest_attempt(rollout_id)
 
 
-@router.post("/{attempt_id:id}/heartbeat")
 async def heartbeat(request: Request, rollout_id: str, attempt_id: str, body: WorkerRef) -> Attempt:
     """Record that the attempt is alive."""
     store, caller = context(request)
@@ -47,7 +41,6 @@ async def heartbeat(request: Request, rollout_id: str, attempt_id: str, body: Wo
     return await store.heartbeat(rollout_id, attempt_id, worker_id=body.worker_id)
 
 
-@router.patch("/{attempt_id:id}")
 async def update_attempt(
     request: Request, rollout_id: str, attempt_id: str, body: UpdateAttemptBody
 ) -> Attempt:
@@ -65,7 +58,6 @@ async def update_attempt_as(
     return await store.update_attempt(rollout_id, attempt_id, **fields)
 
 
-@router.post("/{attempt_id:id}/finish")
 async def finish_attempt(
     request: Request, rollout_id: str, attempt_id: str, body: FinishAttemptBody
 ) -> Attempt:
@@ -82,7 +74,6 @@ async def finish_attempt(
     )
 
 
-@router.post("/{attempt_id:id}/agent-key")
 async def mint_agent_key(request: Request, rollout_id: str, attempt_id: str) -> AgentKey:
     """The key that lets an agent write spans and rewards of this attempt only."""
     store, caller = context(request)

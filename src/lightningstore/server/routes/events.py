@@ -4,7 +4,8 @@
 {"value": <float>}}` stores a primary `Reward` on that attempt, exactly as `POST /v1/rewards` would.
 Agent Lightning v1.0 keeps any other event type as an opaque record; here it becomes a span named
 `lightningrl.event` carrying the type and the data. `model_request` is refused: the proxy records
-model calls, and one posted by an agent must never pass for one.
+model calls, and one posted by an agent must never pass for one. An agent key posts only while its
+attempt is live (403 once it has ended).
 """
 
 from __future__ import annotations
@@ -15,16 +16,15 @@ import secrets
 import time
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from pydantic import BaseModel, Field
 
 from lightningstore import semconv
+from lightningstore.auth.agent_writes import require_live_attempt
 from lightningstore.errors import InvalidInputError
 from lightningstore.reward import RewardIn
 from lightningstore.server.auth import context
 from lightningstore.span import SpanIn
-
-router = APIRouter(tags=["events"])
 
 
 class EventIn(BaseModel):
@@ -71,7 +71,6 @@ def event_span(event: EventIn, rollout_id: str, attempt_id: str, now: float) -> 
     )
 
 
-@router.post(semconv.AGL_EVENTS_PATH.format(rollout_id="{rollout_id:id}", attempt_id="{attempt_id:id}"))
 async def post_event(request: Request, rollout_id: str, attempt_id: str, event: EventIn) -> Event:
     """Record one event of an attempt: a reward as a primary `Reward`, any other type as a span."""
     store, caller = context(request)
@@ -82,6 +81,7 @@ async def post_event(request: Request, rollout_id: str, attempt_id: str, event: 
             f"{event.event_type!r} is recorded by the model proxy and may not be posted; post "
             f"{semconv.AGL_REWARD_EVENT!r} (data.value: a number) or an event type of your own",
         )
+    await require_live_attempt(store, caller)
     now = time.time()
     if event.event_type == semconv.AGL_REWARD_EVENT:
         value = reward_value(event.data)

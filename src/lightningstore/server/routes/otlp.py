@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Any
+
+from fastapi import Request, Response
 from starlette.exceptions import HTTPException
 
+from lightningstore.auth.agent_writes import refuse_training_attributes, require_live_attempt
+from lightningstore.http_api import OtlpAccepted
 from lightningstore.server import otlp
 from lightningstore.server.auth import context
-from lightningstore.server.schemas import OtlpAccepted
-
-router = APIRouter(tags=["otlp"])
 
 REQUEST_BODY = {
     "requestBody": {
@@ -21,15 +22,19 @@ REQUEST_BODY = {
     }
 }
 
+ROUTE_OPTIONS: dict[str, Any] = {
+    "response_model": OtlpAccepted,
+    "openapi_extra": REQUEST_BODY,
+    "responses": {200: {"content": {otlp.PROTOBUF: {}}}},
+}
+"""`add_api_route` arguments: the body is read by hand, so the OpenAPI document is told its two encodings."""
 
-@router.post(
-    "/v1/traces",
-    response_model=OtlpAccepted,
-    openapi_extra=REQUEST_BODY,
-    responses={200: {"content": {otlp.PROTOBUF: {}}}},
-)
+
 async def export_traces(request: Request) -> Response:
-    """Store every span of an OTLP export (all or none); each must carry lightningrl rollout/attempt ids."""
+    """Store every span of an OTLP export (all or none); each must carry lightningrl rollout/attempt ids.
+
+    An agent key writes only its live attempt's spans, and none with the proxy's training attributes (403).
+    """
     store, caller = context(request)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type not in (otlp.PROTOBUF, otlp.JSON):
@@ -39,5 +44,7 @@ async def export_traces(request: Request) -> Response:
     spans = otlp.to_spans(otlp.decode_request(body, content_type))
     for span in spans:
         caller.require_attempt(span.rollout_id, span.attempt_id)
+    refuse_training_attributes(caller, spans)
+    await require_live_attempt(store, caller)
     await store.add_many_spans(spans)
     return Response(otlp.response_body(content_type), media_type=content_type)

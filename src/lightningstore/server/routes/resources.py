@@ -1,21 +1,19 @@
-"""Resource routes: versions, sets, and the `latest` / `approved` pointers (approved needs approver)."""
+"""Resource routes: versions, sets, and the `latest` / `approved` pointers (approved: the gate's approvers)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from lightningstore.auth.tokens import Permission
 from lightningstore.errors import NotFoundError
+from lightningstore.gate.authority import pointer_actor, require_default_approver
+from lightningstore.http_api import AddResourcesBody, AddVersionBody, MovePointerBody, ResourceSetBody
 from lightningstore.resource import Pointer, PointerMove, ResourceSet, ResourceVersion
 from lightningstore.server.auth import context
-from lightningstore.server.schemas import AddResourcesBody, AddVersionBody, MovePointerBody, ResourceSetBody
-
-router = APIRouter(prefix="/v1", tags=["resources"])
 
 
-@router.post("/resource-versions")
 async def add_resource_version(request: Request, body: AddVersionBody) -> ResourceVersion:
     """Publish a version and move `latest`; idempotent on `version_id`."""
     store, caller = context(request)
@@ -31,7 +29,6 @@ async def add_resource_version(request: Request, body: AddVersionBody) -> Resour
     )
 
 
-@router.get("/resource-versions")
 async def list_resource_versions(request: Request, name: str | None = None) -> list[ResourceVersion]:
     """Versions (of one name, or all), oldest first."""
     store, caller = context(request)
@@ -39,7 +36,6 @@ async def list_resource_versions(request: Request, name: str | None = None) -> l
     return await store.list_resource_versions(name)
 
 
-@router.get("/resource-versions/{version_id:id}")
 async def get_resource_version(request: Request, version_id: str) -> ResourceVersion:
     """One version (404 if unknown)."""
     store, caller = context(request)
@@ -50,7 +46,6 @@ async def get_resource_version(request: Request, version_id: str) -> ResourceVer
     return version
 
 
-@router.post("/resources")
 async def add_resources(request: Request, body: AddResourcesBody) -> ResourceSet:
     """Publish one version per name and bind them in a new set."""
     store, caller = context(request)
@@ -58,7 +53,6 @@ async def add_resources(request: Request, body: AddResourcesBody) -> ResourceSet
     return await store.add_resources(body.resources, created_by=body.created_by, parents=body.parents)
 
 
-@router.post("/resource-sets")
 async def add_resource_set(request: Request, body: ResourceSetBody) -> ResourceSet:
     """Bind existing versions into a new set."""
     store, caller = context(request)
@@ -66,7 +60,6 @@ async def add_resource_set(request: Request, body: ResourceSetBody) -> ResourceS
     return await store.add_resource_set(body.versions)
 
 
-@router.get("/resource-sets/latest")
 async def get_latest_resources(request: Request) -> ResourceSet | None:
     """The most recently created set, or null."""
     store, caller = context(request)
@@ -74,7 +67,6 @@ async def get_latest_resources(request: Request) -> ResourceSet | None:
     return await store.get_latest_resources()
 
 
-@router.get("/resource-sets/{resources_id:id}")
 async def get_resources(request: Request, resources_id: str) -> ResourceSet:
     """One set (404 if unknown)."""
     store, caller = context(request)
@@ -85,7 +77,6 @@ async def get_resources(request: Request, resources_id: str) -> ResourceSet:
     return found
 
 
-@router.get("/pointers")
 async def get_pointer(
     request: Request, name: str, pointer: Literal["latest", "approved"]
 ) -> ResourceVersion | None:
@@ -95,17 +86,24 @@ async def get_pointer(
     return await store.get_pointer(name, pointer)
 
 
-@router.put("/pointers")
 async def move_pointer(request: Request, body: MovePointerBody) -> PointerMove:
-    """Move `latest` (publish rights) or `approved` (approver only)."""
+    """Move `latest` (publish rights) or `approved` (an approver the gate policy names, or admin); the
+    move records the credentials' identity as its actor, the stated `actor` after it when it differs."""
     store, caller = context(request)
-    caller.require(Permission.APPROVE if body.pointer == Pointer.APPROVED else Permission.PUBLISH)
+    actor = body.actor
+    if body.pointer == Pointer.APPROVED:
+        caller.require(Permission.APPROVE)
+        gate = getattr(request.app.state, "gate", None)
+        if gate is not None:
+            await require_default_approver(gate, caller, body.name)
+        actor = pointer_actor(caller, body.actor)
+    else:
+        caller.require(Permission.PUBLISH)
     return await store.move_pointer(
-        body.name, body.pointer.value, body.version_id, actor=body.actor, reason=body.reason
+        body.name, body.pointer.value, body.version_id, actor=actor, reason=body.reason
     )
 
 
-@router.get("/pointer-history")
 async def query_pointer_history(
     request: Request, name: str, pointer: Literal["latest", "approved"] | None = None
 ) -> list[PointerMove]:

@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Body, Request
+from fastapi import Body, Request
 
 from lightningstore.attempt import AttemptedRollout
 from lightningstore.auth.tokens import Caller, Permission
 from lightningstore.errors import NotFoundError
-from lightningstore.rollout import Rollout, RolloutRequest
-from lightningstore.server.auth import context
-from lightningstore.server.schemas import (
+from lightningstore.http_api import (
     DequeueBody,
     QueryRolloutsBody,
     StartRolloutBody,
     UpdateRolloutBody,
     WaitBody,
 )
+from lightningstore.rollout import Rollout, RolloutRequest
+from lightningstore.server.auth import context
 from lightningstore.store import LightningStore
 
-router = APIRouter(prefix="/v1/rollouts", tags=["rollouts"])
 MAX_WAIT_SECONDS = 30.0
 MAX_REQUESTS = 100_000
 """The most rollouts one POST /v1/rollouts enqueues."""
 
 
-@router.post("")
 async def enqueue_rollouts(
     request: Request, requests: list[RolloutRequest] = Body(max_length=MAX_REQUESTS)
 ) -> list[Rollout]:
@@ -39,7 +37,6 @@ async def enqueue_as(store: LightningStore, caller: Caller, requests: list[Rollo
     return await store.enqueue_many_rollouts(requests)
 
 
-@router.post("/dequeue")
 async def dequeue_rollouts(request: Request, body: DequeueBody) -> list[AttemptedRollout]:
     """Claim up to `limit` waiting rollouts, oldest first."""
     store, caller = context(request)
@@ -52,7 +49,6 @@ async def dequeue_as(store: LightningStore, caller: Caller, body: DequeueBody) -
     return await store.dequeue_many_rollouts(body.limit, worker_id=body.worker_id)
 
 
-@router.post("/start")
 async def start_rollout(request: Request, body: StartRolloutBody) -> AttemptedRollout:
     """Create a rollout and claim it at once."""
     store, caller = context(request)
@@ -68,7 +64,6 @@ async def start_rollout(request: Request, body: StartRolloutBody) -> AttemptedRo
     )
 
 
-@router.post("/query")
 async def query_rollouts(request: Request, body: QueryRolloutsBody) -> list[Rollout]:
     """Rollouts matching every given filter, sorted and paginated."""
     store, caller = context(request)
@@ -85,7 +80,6 @@ async def query_rollouts(request: Request, body: QueryRolloutsBody) -> list[Roll
     )
 
 
-@router.post("/wait")
 async def wait_for_rollouts(request: Request, body: WaitBody) -> list[Rollout]:
     """The terminal ones of the given rollouts, waiting up to `timeout` (at most 30 s per call)."""
     store, caller = context(request)
@@ -94,7 +88,6 @@ async def wait_for_rollouts(request: Request, body: WaitBody) -> list[Rollout]:
     return await store.wait_for_rollouts(body.rollout_ids, timeout=timeout)
 
 
-@router.get("/{rollout_id:id}")
 async def get_rollout(request: Request, rollout_id: str) -> Rollout:
     """One rollout (404 if unknown)."""
     store, caller = context(request)
@@ -105,7 +98,6 @@ async def get_rollout(request: Request, rollout_id: str) -> Rollout:
     return rollout
 
 
-@router.patch("/{rollout_id:id}")
 async def update_rollout(request: Request, rollout_id: str, body: UpdateRolloutBody) -> Rollout:
     """Change the fields present in the body; status moves follow the state machine."""
     store, caller = context(request)
@@ -113,7 +105,6 @@ async def update_rollout(request: Request, rollout_id: str, body: UpdateRolloutB
     return await store.update_rollout(rollout_id, **{k: getattr(body, k) for k in body.model_fields_set})
 
 
-@router.post("/{rollout_id:id}/cancel")
 async def cancel_rollout(request: Request, rollout_id: str) -> Rollout:
     """Cancel a rollout that has not finished (cancelling twice is harmless)."""
     store, caller = context(request)

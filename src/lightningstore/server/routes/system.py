@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from lightningstore.attempt import Attempt
 from lightningstore.auth.tokens import Permission
+from lightningstore.http_api import Health, SweepBody, WorkerBody
 from lightningstore.server.auth import context
-from lightningstore.server.schemas import Health, SweepBody, WorkerBody
 from lightningstore.statistics import StoreStatistics
 from lightningstore.worker import Worker
 
-router = APIRouter(tags=["system"])
 
-
-@router.get("/healthz")
 async def healthz() -> Health:
     """Liveness; needs no token."""
     return Health()
 
 
-@router.put("/v1/workers/{worker_id:id}")
 async def update_worker(request: Request, worker_id: str, body: WorkerBody) -> Worker:
     """Create or update a worker and record its heartbeat; absent fields stay as they are."""
     store, caller = context(request)
@@ -28,7 +24,6 @@ async def update_worker(request: Request, worker_id: str, body: WorkerBody) -> W
     return await store.update_worker(worker_id, **{k: getattr(body, k) for k in body.model_fields_set})
 
 
-@router.get("/v1/workers")
 async def query_workers(request: Request) -> list[Worker]:
     """All workers known to the store."""
     store, caller = context(request)
@@ -36,7 +31,6 @@ async def query_workers(request: Request) -> list[Worker]:
     return await store.query_workers()
 
 
-@router.get("/v1/statistics")
 async def statistics(request: Request) -> StoreStatistics:
     """Counts of everything stored."""
     store, caller = context(request)
@@ -44,7 +38,6 @@ async def statistics(request: Request) -> StoreStatistics:
     return await store.statistics()
 
 
-@router.post("/v1/watchdog/sweep")
 async def sweep_stale_attempts(request: Request, body: SweepBody) -> list[Attempt]:
     """Run the watchdog now (the server also runs it periodically)."""
     store, caller = context(request)

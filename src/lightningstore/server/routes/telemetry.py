@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import Body, Query, Request
 
+from lightningstore.auth.agent_writes import refuse_training_attributes, require_live_attempt
 from lightningstore.auth.tokens import Caller, Permission, Role
+from lightningstore.http_api import MAX_INT, RewardsManyBody, SpansManyBody
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.server.auth import context
-from lightningstore.server.schemas import MAX_INT, RewardsManyBody, SpansManyBody
 from lightningstore.span import Span, SpanIn
 from lightningstore.store import LightningStore
 
-router = APIRouter(tags=["telemetry"])
 MAX_SPANS = 100_000
 """The most spans one POST /v1/spans takes."""
 
 
-@router.post("/v1/spans")
 async def add_spans(request: Request, spans: list[SpanIn] = Body(max_length=MAX_SPANS)) -> list[Span]:
-    """Store spans in one transaction, idempotent on (attempt_id, span_id)."""
+    """Store spans in one transaction, idempotent on (attempt_id, span_id); an agent key writes only its
+    live attempt's, and none with the proxy's training attributes (403)."""
     store, caller = context(request)
     return await add_spans_as(store, caller, spans)
 
@@ -29,21 +29,22 @@ async def add_spans_as(store: LightningStore, caller: Caller, spans: list[SpanIn
     """POST /v1/spans once its body is read (shared with the server's fast path)."""
     for span in spans:
         caller.require_attempt(span.rollout_id, span.attempt_id)
+    refuse_training_attributes(caller, spans)
+    await require_live_attempt(store, caller)
     return await store.add_many_spans(spans)
 
 
-@router.post("/v1/rewards")
 async def add_reward(request: Request, reward: RewardIn) -> Reward:
-    """Attach a named reward to a rollout; idempotent on `reward_id`."""
+    """Attach a named reward to a rollout; idempotent on `reward_id`; an agent key only while its attempt is live."""
     store, caller = context(request)
     if caller.role == Role.AGENT and reward.attempt_id is None:
         # An agent key speaks for one attempt: its rewards belong to that attempt.
         reward = reward.model_copy(update={"attempt_id": caller.attempt_id})
     caller.require_attempt(reward.rollout_id, reward.attempt_id)
+    await require_live_attempt(store, caller)
     return await store.add_reward(reward)
 
 
-@router.get("/v1/rollouts/{rollout_id:id}/spans")
 async def query_spans(
     request: Request,
     rollout_id: str,
@@ -66,7 +67,6 @@ async def query_spans_as(store: LightningStore, caller: Caller, _: None, rollout
     return await store.query_spans(rollout_id)
 
 
-@router.get("/v1/rollouts/{rollout_id:id}/rewards")
 async def query_rewards(request: Request, rollout_id: str, name: str | None = None) -> list[Reward]:
     """Rewards of a rollout in the order they were added."""
     store, caller = context(request)
@@ -74,7 +74,6 @@ async def query_rewards(request: Request, rollout_id: str, name: str | None = No
     return await store.query_rewards(rollout_id, name=name)
 
 
-@router.post("/v1/spans/query")
 async def query_spans_many(request: Request, body: SpansManyBody) -> dict[str, list[Span]]:
     """Spans of many rollouts in one read: rollout_id -> spans in `sequence_id` order (`[]` if none)."""
     store, caller = context(request)
@@ -82,7 +81,6 @@ async def query_spans_many(request: Request, body: SpansManyBody) -> dict[str, l
     return await store.query_spans_many(body.rollout_ids, body.attempt, attributes=body.attributes)
 
 
-@router.post("/v1/rewards/query")
 async def query_rewards_many(request: Request, body: RewardsManyBody) -> dict[str, list[Reward]]:
     """Rewards of many rollouts in one read: rollout_id -> rewards in the order added (`[]` if none)."""
     store, caller = context(request)

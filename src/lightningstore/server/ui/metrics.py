@@ -50,6 +50,21 @@ class MetricsView:
 
 
 REWARD_COLUMNS = ("train/reward_mean", "train/success", "val/success", "val/reward_mean")
+TOKEN_CHARTS = (
+    (
+        "tokens-mismatch",
+        "Train-inference mismatch: |logp(server) - logp(trainer)| per token",
+        ("tokens/mismatch_abs_mean", "tokens/mismatch_abs_p99", "tokens/mismatch_abs_max"),
+    ),
+    ("tokens-kl", "Train-inference KL (k3 estimate)", ("tokens/mismatch_k3_kl",)),
+    (
+        "tokens-drift",
+        "Retokenization drift (share of calls) and prefix continuity (share of multi-call rollouts)",
+        ("tokens/response_drift", "tokens/prompt_drift", "tokens/prefix_continuity"),
+    ),
+    ("tokens-lag", "Version lag of the batch (async)", ("async/staleness",)),
+)
+"""The token accounting (docs/token-accounting.md), one chart per question."""
 UPDATE_PREFIXES = ("actor/", "update/")
 
 
@@ -142,7 +157,8 @@ class MetricsCache:
 
 
 def charts_of(rows: list[dict[str, float]]) -> list[Chart]:
-    """Reward and held-out success; held-out success per slice; then one chart per update statistic."""
+    """Reward and held-out success; held-out success per slice; the token accounting; then one chart per
+    update statistic."""
     rows = sorted(rows, key=lambda r: r["step"])
     steps = [int(r["step"]) for r in rows]
     columns = list(dict.fromkeys(k for r in rows for k in r if k != "step"))
@@ -158,6 +174,7 @@ def charts_of(rows: list[dict[str, float]]) -> list[Chart]:
     charts = [
         chart("reward", "Reward and held-out success", list(REWARD_COLUMNS)),
         chart("slices", "Held-out success per slice", [c for c in columns if c.startswith("val/success[")]),
+        *(chart(key, title, list(names)) for key, title, names in TOKEN_CHARTS),
     ]
     for column in columns:
         if column.startswith(UPDATE_PREFIXES) and not column.endswith("version_id"):

@@ -11,11 +11,20 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
 from lightningstore.auth.tokens import Caller
-from lightningstore.server.ui.access import COOKIE, COOKIE_PATH, PageError, remember, safe_next, viewer
+from lightningstore.server.ui.access import (
+    COOKIE,
+    COOKIE_PATH,
+    PageError,
+    PageRefused,
+    cross_site,
+    refusal,
+    safe_next,
+    viewer,
+)
 from lightningstore.server.ui.release_view import release_view
 from lightningstore.server.ui.resource_view import resource_chains
 from lightningstore.server.ui.rollout_rows import RolloutFilter, rollout_page
-from lightningstore.server.ui.templating import render
+from lightningstore.server.ui.templating import render, secured
 from lightningstore.server.ui.waterfall import build_waterfall
 from lightningstore.store import LightningStore
 
@@ -30,32 +39,52 @@ def _store(request: Request) -> LightningStore:
 @router.get("")
 @router.get("/")
 async def home() -> Response:
-    return RedirectResponse("/ui/rollouts", status_code=307)
+    return secured(RedirectResponse("/ui/rollouts", status_code=307))
 
 
 @router.get("/login")
 async def login_form(request: Request, next: str = "/ui/rollouts") -> HTMLResponse:
+    if "token" in request.query_params:
+        raise PageRefused(400, "a token in the URL is not accepted: sign in with the form", safe_next(next))
     return render(request, "login.html", next_url=safe_next(next), message=None)
+
+
+async def _form(request: Request) -> dict[str, list[str]]:
+    """The urlencoded form of a sign-in or sign-out POST; PageRefused (403) unless this dashboard sent it."""
+    form = parse_qs((await request.body()).decode(errors="replace"))
+    why = cross_site(request, form)
+    if why is not None:
+        raise PageRefused(403, why, "/ui/login")
+    return form
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    """The form posts `token` and `next` (urlencoded); a known token sets the cookie."""
-    form = parse_qs((await request.body()).decode(errors="replace"))
+    """The form posts `token`, `next` and its `csrf` token (urlencoded); a viewer, approver or admin
+    token sets the cookie."""
+    form = await _form(request)
     token = (form.get("token") or [""])[0].strip()
     next_url = safe_next((form.get("next") or [""])[0])
     caller = request.app.state.tokens.resolve(token or None)
     if caller is None or not token:
         message = "that token is not one this store knows" if token else "enter a token"
         return render(request, "login.html", status=401, next_url=next_url, message=message)
-    return remember(RedirectResponse(next_url, status_code=303), request, token)
+    why = refusal(caller)
+    if why is not None:
+        return render(request, "login.html", status=403, next_url=next_url, message=why)
+    response = RedirectResponse(next_url, status_code=303)
+    secure = request.url.scheme == "https"
+    response.set_cookie(COOKIE, token, path=COOKIE_PATH, httponly=True, samesite="strict", secure=secure)
+    return secured(response)
 
 
-@router.get("/logout")
-async def logout() -> Response:
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """Sign out (a POST from the page's own form: another site cannot sign a reader out)."""
+    await _form(request)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path=COOKIE_PATH)
-    return response
+    return secured(response)
 
 
 async def _rollouts_context(
@@ -135,7 +164,7 @@ async def training(request: Request, caller: Viewer) -> HTMLResponse:
 async def metrics(request: Request, caller: Viewer) -> JSONResponse:
     csv_path: Path | None = request.app.state.ui_metrics_csv
     view = await request.app.state.ui_metrics_cache.get(_store(request), csv_path)
-    return JSONResponse(view.as_json(), headers={"cache-control": "no-store"})
+    return secured(JSONResponse(view.as_json()))
 
 
 @router.get("/resources")

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 from starlette.templating import Jinja2Templates
+
+from lightningstore.server.ui.access import COOKIE_PATH, CSRF_COOKIE, csrf_token
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -52,23 +54,43 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, default=str, ensure_ascii=False)
 
 
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+"""Only the dashboard's own files run or style a page: no inline script or style attribute (a page's
+script reads its settings from data attributes), nothing from elsewhere, never framed."""
+ASSET_HEADERS = {"content-security-policy": CONTENT_SECURITY_POLICY, "x-content-type-options": "nosniff"}
 SECURITY_HEADERS = {
+    **ASSET_HEADERS,
     "cache-control": "no-store",
     "x-frame-options": "DENY",
-    "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
 }
 """The pages show a store's data to a signed-in reader: never cached, framed or leaked by a referrer."""
+
+
+def secured(response: Response) -> Response:
+    """`response` with the pages' security headers (every /ui answer carries them)."""
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
 
 templates.env.filters.update(when=when, seconds=seconds, number=number, pretty=pretty, visible=visible)
 
 
 def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    """Render `templates/<name>` with the request and `context`."""
+    """Render `templates/<name>` with the request, the browser's form token (`csrf`) and `context`."""
     context.setdefault("caller", None)
     context.setdefault("active", None)
+    csrf, new = csrf_token(request)
     response = templates.TemplateResponse(
-        request, name, {"status_code": status, **context}, status_code=status
+        request, name, {"status_code": status, "csrf": csrf, **context}, status_code=status
     )
-    response.headers.update(SECURITY_HEADERS)
+    if new:
+        secure = request.url.scheme == "https"
+        response.set_cookie(
+            CSRF_COOKIE, csrf, path=COOKIE_PATH, httponly=True, samesite="strict", secure=secure
+        )
+    secured(response)
     return response

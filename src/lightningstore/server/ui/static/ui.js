@@ -127,5 +127,17 @@ const LightningUI = (() => {
     }, ms);
   }
 
+  // What a page asks for, in data attributes (the Content-Security-Policy allows no inline script).
+  function boot() {
+    for (const el of document.querySelectorAll("[data-src][data-live-ms]")) {
+      liveRegion(el.id, el.dataset.toggle, el.dataset.stamp, Number(el.dataset.liveMs));
+    }
+    for (const el of document.querySelectorAll("[data-metrics]")) {
+      trainingCharts(el.dataset.metrics, el.id, el.dataset.toggle, el.dataset.stamp, Number(el.dataset.liveMs));
+    }
+    if (document.body.dataset.reloadMs) reloadEvery(Number(document.body.dataset.reloadMs));
+  }
+  document.addEventListener("DOMContentLoaded", boot);  // after every script, uPlot's included
+
   return { liveRegion, trainingCharts, reloadEvery, charts };
 })();

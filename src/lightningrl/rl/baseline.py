@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lightningrl.advantages import AdvantageConfig, AdvantageResult, call_segments
 from lightningrl.credit.batch import SequenceBatch
+from lightningrl.rl.advantages import AdvantageConfig, AdvantageResult, call_segments
 
 RUNNING_BASELINES = ("running_task", "running_global")
 

@@ -16,11 +16,22 @@ from rich.markup import escape
 from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
 from algorithm.base import primary_reward
 from algorithm.evaluate import EvaluationResult
-from lightningrl.adapter import model_config
-from lightningrl.advantages import AdvantageResult, compute_advantages
-from lightningrl.baseline import RUNNING_BASELINES, RunningBaseline
+from lightningrl.accounting import token_row
 from lightningrl.config import LightningRLConfig
-from lightningrl.continuous import (
+from lightningrl.credit import (
+    CreditReport,
+    RolloutEvidence,
+    TrainingSequence,
+    assign_credit_to_rollouts,
+    collate,
+)
+from lightningrl.credit.batch import SequenceBatch
+from lightningrl.models.adapter import model_config
+from lightningrl.release.plan import file_plan, tasks_snapshot
+from lightningrl.release.stop import stop_reason
+from lightningrl.rl.advantages import AdvantageResult, compute_advantages
+from lightningrl.rl.baseline import RUNNING_BASELINES, RunningBaseline
+from lightningrl.rl.continuous import (
     CUTOFF_KEY,
     SKIPPED_MARK,
     TRAINED_MARK,
@@ -30,18 +41,8 @@ from lightningrl.continuous import (
     skip_counts,
     task_key,
 )
-from lightningrl.credit import (
-    CreditReport,
-    RolloutEvidence,
-    TrainingSequence,
-    assign_credit_to_rollouts,
-    collate,
-)
-from lightningrl.credit.batch import SequenceBatch
-from lightningrl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
-from lightningrl.progress import StepProgress, step_info
-from lightningrl.release.plan import file_plan, tasks_snapshot
-from lightningrl.release.stop import stop_reason
+from lightningrl.rl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
+from lightningrl.rl.progress import StepProgress, step_info
 from lightningrl.serving.endpoint import ProxyPause, sync_weights
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import (
@@ -102,11 +103,14 @@ class LightningRL(Algorithm):
         self.console = console or Console()
         self.metrics = MetricsLog(self.config.output_dir / "metrics.csv")
         self.credit_totals = CreditReport()
+        self._tokenizer_checkpoint: str | None = None
         self._rng = random.Random(self.config.seed)
         self._queues: dict[str, list[Task]] = {}
         self._slice_turn = 0
         self.version: ResourceVersion | None = None
         self.resources_id: str | None = None
+        self.bound_resources: dict[str, str] = {}
+        """Other resources every rollout is bound to beside the trained LLM (name -> version id)."""
         self.plan_id: str | None = None
         """The training plan this run filed before its first step (see `lightningrl.release.plan`)."""
         self._feed: RolloutFeed | None = None
@@ -116,6 +120,13 @@ class LightningRL(Algorithm):
         """The version whose checkpoint the LLM's endpoints serve (after `_start`: the start version)."""
         self.global_step = 0
         """Steps taken by this object across `run` and `run_continuous` (names checkpoints and CSV rows)."""
+        self.row_extras: list[Callable[[], dict[str, Any]]] = []
+        """Called as each `run` step's row is logged; their columns join it (fit's `faults/` counts)."""
+
+    @property
+    def served_version_id(self) -> str | None:
+        """The version whose checkpoint the LLM's endpoints serve (None before the run starts)."""
+        return self._served
 
     # ---- setup -----------------------------------------------------------------------------------
 
@@ -133,7 +144,9 @@ class LightningRL(Algorithm):
         self.version = version
         self._served = version.version_id
         self.resources_id = (
-            await self.store.add_resource_set({self.config.resource_name: version.version_id})
+            await self.store.add_resource_set(
+                {**self.bound_resources, self.config.resource_name: version.version_id}
+            )
         ).resources_id
         await self._file_plan(version)
         if self.trainer is None:
@@ -224,7 +237,8 @@ class LightningRL(Algorithm):
                         sequences, report, fresh = await self._collect_fresh(outcomes)
                         row.update(fresh)
                     else:
-                        sequences, report = await self.collect(outcomes)
+                        sequences, report, tokens = await self.collect(outcomes)
+                        row.update(tokens)
                     row.update(await self.update(step, llm, sequences, reload=not ahead))
                     row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
                     if cfg.val_every and (local_step % cfg.val_every == 0 or last) and self.val_tasks:
@@ -232,14 +246,7 @@ class LightningRL(Algorithm):
                             await asyncio.wait({pending})
                         row.update(await self._serve_current(llm))
                         row.update(await self.validate(step))
-                    await self._check_stop(row)
-                    row["step_seconds"] = time.perf_counter() - t0
-                    self.metrics.log(row)
-                    progress.advance(
-                        step_info(row["train/reward_mean"], row["step_seconds"], row.get("val/success"))
-                    )
-                    if self.stopped_reason is not None:
-                        self._report_stop(step)
+                    if await self._end_step(row, t0, progress):
                         break
         finally:
             if pending is not None:
@@ -250,6 +257,20 @@ class LightningRL(Algorithm):
             await self._serve_current(llm)  # the servers end on `latest`, as in the synchronous loop
         plot_reward_curve(self.metrics, cfg.output_dir / "reward_curve.png")
         return self.metrics
+
+    async def _end_step(self, row: dict[str, Any], started: float, progress: StepProgress) -> bool:
+        """Stop checks, the extra columns, the step's time; log the row and advance the bar. True when
+        the loop must stop (the reason is reported)."""
+        await self._check_stop(row)
+        for extra in self.row_extras:
+            row.update(extra())
+        row["step_seconds"] = time.perf_counter() - started
+        self.metrics.log(row)
+        progress.advance(step_info(row["train/reward_mean"], row["step_seconds"], row.get("val/success")))
+        if self.stopped_reason is None:
+            return False
+        self._report_stop(int(row["step"]))
+        return True
 
     async def _start_batch(self, step: int) -> asyncio.Task[list[RolloutOutcome]]:
         """Enqueue step `step`'s rollouts on the current resource set; a task that waits for them."""
@@ -272,7 +293,7 @@ class LightningRL(Algorithm):
         spans = await spans_of_rollouts(self.store, [o.rollout.rollout_id for o in succeeded], "latest")
         fresh, skipped = await self._freshness([o.rollout for o in succeeded], spans, limit)
         kept = {r.rollout_id for r in fresh}
-        sequences, report = await self.collect(
+        sequences, report, tokens = await self.collect(
             [o for o in succeeded if o.rollout.rollout_id in kept], spans=spans
         )
         assert self.version is not None
@@ -282,6 +303,7 @@ class LightningRL(Algorithm):
             "async/trained_from": self.version.version_id,
             "async/stale_dropped": stale,
             "async/unversioned_dropped": unversioned,
+            **tokens,
         }
         behind = await self._lineage.staleness(self.version, versions, limit)
         if behind is not None:
@@ -290,9 +312,9 @@ class LightningRL(Algorithm):
 
     async def collect(
         self, outcomes: Sequence[RolloutOutcome], *, spans: dict[str, list[Span]] | None = None
-    ) -> tuple[list[TrainingSequence], CreditReport]:
+    ) -> tuple[list[TrainingSequence], CreditReport, dict[str, float]]:
         """Spans (latest attempt, one batch read unless given) + rewards of succeeded rollouts -> training
-        sequences."""
+        sequences, the credit report and the step's token accounting (`tokens/` metrics)."""
         # A crashed attempt's spans are partial: counted in train/failed, not trained on.
         succeeded = [o for o in outcomes if o.rollout.status == RolloutStatus.SUCCEEDED]
         if spans is None:
@@ -305,7 +327,15 @@ class LightningRL(Algorithm):
             self.config,
         )
         self.credit_totals = self.credit_totals + report
-        return sequences, report
+        used = (span for o in succeeded for span in spans[o.rollout.rollout_id])
+        # The tokenizer never changes in a run: read it from the first checkpoint trained, not every step's.
+        if (
+            self._tokenizer_checkpoint is None
+            and self.version is not None
+            and isinstance(self.version.resource, LLM)
+        ):
+            self._tokenizer_checkpoint = self.version.resource.checkpoint
+        return sequences, report, token_row(used, report, self._tokenizer_checkpoint)
 
     async def update(
         self,
@@ -337,7 +367,9 @@ class LightningRL(Algorithm):
         stats = await asyncio.to_thread(
             self.trainer.train_step, batch.select(adv.keep), adv.advantages[adv.keep]
         )
-        row.update({f"actor/{k}": v for k, v in stats.items()})
+        row.update(
+            {f"tokens/{k}" if k.startswith("mismatch_") else f"actor/{k}": v for k, v in stats.items()}
+        )
         checkpoint = await asyncio.to_thread(
             self.trainer.save_checkpoint, self.config.output_dir / "checkpoints" / f"step-{step:04d}"
         )
@@ -348,6 +380,7 @@ class LightningRL(Algorithm):
             llm.model_copy(update={"checkpoint": str(checkpoint)}),
             parent_id=self.version.version_id,
             artifact=str(checkpoint),
+            others=self.bound_resources,
             metadata={
                 **(metadata or {}),
                 "plan_id": self.plan_id,
@@ -380,11 +413,16 @@ class LightningRL(Algorithm):
         )
 
     async def validate(self, step: int | None = None) -> dict[str, float]:
-        """Held-out success of the current version."""
+        """Held-out success of the current version (and the seconds the validation took)."""
+        started = time.perf_counter()
         result = await self.evaluate(
             self.val_tasks, group_prefix=f"val{step}/" if step is not None else "val/"
         )
-        row = {"val/success": result.success_rate, "val/reward_mean": result.mean_reward}
+        row = {
+            "val/success": result.success_rate,
+            "val/reward_mean": result.mean_reward,
+            "val/seconds": time.perf_counter() - started,
+        }
         row.update({f"val/success[{k}]": v for k, v in result.by_tag.items()})
         return row
 
@@ -472,7 +510,8 @@ class LightningRL(Algorithm):
             "continuous/skipped_unversioned": unversioned,
         }
         row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
-        sequences, report = await self.collect(outcomes, spans=spans)
+        sequences, report, tokens = await self.collect(outcomes, spans=spans)
+        row.update(tokens)
         record = {
             "data_cutoff": max(r.end_time or 0.0 for r in rollouts),
             "rollouts": len(fresh),

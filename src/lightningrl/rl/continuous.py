@@ -14,8 +14,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lightningrl.baseline import RUNNING_BASELINES
 from lightningrl.credit.calls import is_llm_span
+from lightningrl.rl.baseline import RUNNING_BASELINES
 from lightningstore import LightningStore, ResourceVersion, Rollout, Span, semconv
 
 TRAINED_MARK = "lightningrl.trained_step"

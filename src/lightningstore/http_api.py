@@ -1,8 +1,11 @@
-"""Request and response bodies of the HTTP API (the store's own models are used where they fit)."""
+"""The HTTP API's shapes, shared by StoreClient and the server: request and response bodies (the
+store's own models are used where they fit) and how an id goes into a path.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +18,11 @@ from lightningstore.store import MAX_READ_ATTRIBUTES, MAX_READ_IDS
 
 MAX_INT = 2**62
 IdStr = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def path_segment(value: str) -> str:
+    """One path segment: every reserved character (including '/') percent-encoded."""
+    return quote(value, safe="")
 
 
 class Body(BaseModel):

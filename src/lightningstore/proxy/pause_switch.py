@@ -1,4 +1,4 @@
-"""TrafficGate: pause new calls, wait for in-flight ones to drain, resume (around weight updates)."""
+"""PauseSwitch: pause new calls, wait for in-flight ones to drain, resume (around weight updates)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from lightningstore.proxy.errors import ProxyError
 
 
-class TrafficGate:
+class PauseSwitch:
     """Counts calls in flight; while paused, new calls wait (bounded) instead of failing."""
 
     def __init__(self) -> None:

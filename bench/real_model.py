@@ -1,0 +1,300 @@
+"""Bench the real SmolLM2-135M-Instruct: one policy update through verl's actor (full and LoRA) against a
+bare torch loop on the same batch, and where an RL step's wall time goes through `fit`.
+
+    .venv/bin/python bench/real_model.py [--sequences 16] [--prompt 96] [--response 48] [--repeats 3]
+    .venv/bin/python bench/real_model.py --step [--steps 2] [--repeats 3] [--lora-rank 0]
+
+`--step` runs `fit` (store server, proxy, our inference server, 2 runner processes, verl's actor here)
+on two-digit sums, 4 tasks x 8 rollouts a step, and splits each step's wall time from metrics.csv:
+rollouts (enqueue to the last rollout finished), old log-prob recompute, the actor update, saving the
+checkpoint, the weight sync, and the rest.
+
+The batch is what one RL step of the calculator-sized tasks trains on: `--sequences` rows of a
+`--prompt`-token prompt and a `--response`-token response, every response token trained, random
+advantages. Each row of the table times one update after a warm-up update:
+- **verl actor**: `VerlActorTrainer.train_step` (old log-prob recompute, then verl's actor update:
+  FSDP2 on the CPU, one epoch, one mini-batch, micro-batches of `--micro`), the split shown;
+- **bare torch**: the same model, `forward` without grad for the old log-probs, then forward +
+  backward + AdamW over the same micro-batches (the PPO-clip loss on the same tensors).
+Tokens/s counts the response tokens trained. Run it alone on the machine (OMP threads = cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from lightningrl import rollout  # noqa: E402
+from lightningrl.credit import SequenceBatch, TrainingSequence, collate  # noqa: E402
+from lightningrl.models import cached_model  # noqa: E402
+
+
+def make_batch(
+    sequences: int, prompt: int, response: int, seed: int = 0
+) -> tuple[SequenceBatch, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    rows = [
+        TrainingSequence(
+            rollout_id=f"r{i}",
+            prompt_ids=torch.randint(100, 40_000, (prompt,), generator=gen).tolist(),
+            response_ids=torch.randint(100, 40_000, (response,), generator=gen).tolist(),
+            response_mask=[1] * response,
+            rollout_logprobs=[-1.0] * response,
+            token_rewards=[0.0] * response,
+            call_ids=[0] * response,
+        )
+        for i in range(sequences)
+    ]
+    batch = collate(rows)
+    return batch, torch.randn(batch.responses.shape, generator=gen) * batch.response_mask
+
+
+def verl_update(
+    model_dir: Path, batch: SequenceBatch, advantages: torch.Tensor, args, lora: int
+) -> list[dict]:
+    from lightningrl.trainer import TrainerConfig, VerlActorTrainer
+    from lightningrl.trainer.loss import PolicyLossConfig
+
+    config = TrainerConfig(
+        lr=1e-5,
+        micro_batch_size=args.micro,
+        lora_rank=lora,
+        gradient_checkpointing=args.checkpointing,
+        param_dtype=args.dtype,
+        loss=PolicyLossConfig(rollout_is_threshold=None),  # the bare loop has no TIS either
+    )
+    trainer = VerlActorTrainer(model_dir, config)
+    runs = []
+    for repeat in range(args.repeats + 1):
+        t0 = time.perf_counter()
+        trainer.compute_log_probs(batch)  # timed alone: the step below recomputes it first
+        logprob_s = time.perf_counter() - t0
+        total = trainer.train_step(batch, advantages)["step_time_s"]
+        if repeat:  # the first is the warm-up
+            runs.append({"total": total, "logprob": logprob_s, "update": total - logprob_s})
+    close = getattr(trainer, "close", None)
+    if close:
+        close()
+    return runs
+
+
+def bare_update(model_dir: Path, batch: SequenceBatch, advantages: torch.Tensor, args) -> list[dict]:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    if args.checkpointing:
+        model.gradient_checkpointing_enable()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    ids = torch.cat([batch.prompts, batch.responses], dim=1)
+    attention = batch.attention_mask
+    width = batch.responses.shape[1]
+    mask = batch.response_mask.float()
+
+    def response_log_probs(rows: slice) -> torch.Tensor:
+        logits = model(input_ids=ids[rows], attention_mask=attention[rows]).logits[:, -width - 1 : -1]
+        return torch.log_softmax(logits.float(), -1).gather(-1, batch.responses[rows, :, None])[..., 0]
+
+    runs = []
+    for repeat in range(args.repeats + 1):
+        started = time.perf_counter()
+        with torch.no_grad():
+            old = torch.cat(
+                [response_log_probs(slice(i, i + args.micro)) for i in range(0, len(batch), args.micro)]
+            )
+        logprob_s = time.perf_counter() - started
+        optimizer.zero_grad()
+        for i in range(0, len(batch), args.micro):
+            rows = slice(i, i + args.micro)
+            ratio = torch.exp(response_log_probs(rows) - old[rows])
+            adv = advantages[rows]
+            loss = -torch.min(ratio * adv, ratio.clamp(0.8, 1.28) * adv)
+            loss = (loss * mask[rows]).sum() / mask.sum()
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        total = time.perf_counter() - started
+        if repeat:
+            runs.append({"total": total, "logprob": logprob_s, "update": total - logprob_s})
+    return runs
+
+
+def sums(count: int, seed: int) -> list[dict]:
+    """`count` distinct sums of two numbers 10-49 (fit refuses two rows with the same input)."""
+    import random
+
+    pairs = random.Random(seed).sample([(a, b) for a in range(10, 50) for b in range(10, 50)], count)
+    return [{"a": a, "b": b} for a, b in pairs]
+
+
+@rollout
+async def sum_agent(task: dict, resources) -> float:
+    """One call: "What is a plus b?"; reward 1 when the reply holds the sum."""
+    from openai import AsyncOpenAI
+
+    llm = resources.llm
+    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
+        reply = await client.chat.completions.create(
+            model=llm.model,
+            messages=[
+                {"role": "user", "content": f"What is {task['a']} plus {task['b']}? Answer with the number."}
+            ],
+            max_tokens=24,
+        )
+    return float(str(task["a"] + task["b"]) in (reply.choices[0].message.content or ""))
+
+
+STEP_PARTS = (
+    ("rollouts", "rollout_seconds"),
+    ("old log-probs", "actor/old_log_prob_s"),
+    ("update", None),
+    ("save checkpoint", None),
+    ("weight sync", "sync/seconds"),
+    ("rest", None),
+)
+
+
+def step_split(args) -> None:
+    import csv
+    import tempfile
+
+    from lightningrl import fit
+
+    model_dir = cached_model("smollm2")
+    steps = []
+    for repeat in range(args.repeats):
+        with tempfile.TemporaryDirectory() as out:
+            fit(
+                f"{Path(__file__).resolve()}:sum_agent",
+                sums(64, repeat),
+                model=model_dir,
+                config={
+                    "steps": args.steps,
+                    "tasks_per_step": 4,
+                    "rollouts_per_task": 8,
+                    "val_every": 0,
+                    "trainer": {"lr": 1e-5, "micro_batch_size": 8, "lora_rank": args.lora_rank},
+                    "show_progress": False,
+                },
+                workers=8,
+                runner_processes=2,
+                engine="ours",
+                output_dir=out,
+            )
+            with open(Path(out) / "metrics.csv", newline="") as file:
+                for row in csv.DictReader(file):
+                    if row.get("actor/step_time_s"):
+                        steps.append({k: float(v) for k, v in row.items() if _is_number(v)})
+    parts = []
+    for row in steps:
+        actor = row["actor/step_time_s"]
+        recompute = row.get("actor/old_log_prob_s", 0.0)
+        save = row["update/train_seconds"] - actor
+        known = row["rollout_seconds"] + row["update/train_seconds"] + row.get("sync/seconds", 0.0)
+        parts.append(
+            {
+                "rollouts": row["rollout_seconds"],
+                "old log-probs": recompute,
+                "update": actor - recompute,
+                "save checkpoint": save,
+                "weight sync": row.get("sync/seconds", 0.0),
+                "rest": row["step_seconds"] - known,
+                "step": row["step_seconds"],
+                "tokens": row.get("actor/tokens", 0.0),
+            }
+        )
+    print(
+        f"\nRL step on SmolLM2-135M through fit, 4 tasks x 8 rollouts, lora_rank {args.lora_rank}; "
+        f"{len(parts)} steps of {args.repeats} runs: median (min-max) seconds\n"
+    )
+    print("| part | seconds | share |")
+    print("|---|---|---|")
+    total = statistics.median(p["step"] for p in parts)
+    for name, _ in STEP_PARTS:
+        values = [p[name] for p in parts]
+        print(
+            f"| {name} | {statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f}) | "
+            f"{statistics.median(values) / total:.0%} |"
+        )
+    values = [p["step"] for p in parts]
+    print(f"| **step** | {total:.1f} ({min(values):.1f}-{max(values):.1f}) | |")
+    tokens = [p["tokens"] for p in parts]
+    print(
+        f"\ntrained response tokens a step: {statistics.median(tokens):.0f} ({min(tokens):.0f}-{max(tokens):.0f})"
+    )
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def summary(runs: list[dict], key: str) -> str:
+    values = [r[key] for r in runs]
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sequences", type=int, default=16)
+    parser.add_argument("--prompt", type=int, default=96)
+    parser.add_argument("--response", type=int, default=48)
+    parser.add_argument("--micro", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--lora-rank", type=int, default=None, help="LoRA rank (default 16; --step: 0)")
+    parser.add_argument("--dtype", default=None, help="verl's param dtype (default fp32 on the CPU)")
+    parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing in both")
+    parser.add_argument("--only", default="bare,full,lora")
+    parser.add_argument("--step", action="store_true", help="split RL steps through fit instead")
+    parser.add_argument("--steps", type=int, default=2, help="--step: steps a run")
+    args = parser.parse_args()
+    if args.step:
+        args.lora_rank = args.lora_rank or 0
+        step_split(args)
+        return
+    args.lora_rank = args.lora_rank or 16
+    model_dir = cached_model("smollm2")
+    batch, advantages = make_batch(args.sequences, args.prompt, args.response)
+    tokens = int(batch.response_mask.sum())
+    rows = []
+    only = args.only.split(",")
+    if "bare" in only:
+        rows.append(("bare torch (full, AdamW)", bare_update(model_dir, batch, advantages, args)))
+    if "full" in only:
+        rows.append(("verl actor, full fine-tune", verl_update(model_dir, batch, advantages, args, 0)))
+    if "lora" in only:
+        rows.append(
+            (
+                f"verl actor, LoRA r={args.lora_rank}",
+                verl_update(model_dir, batch, advantages, args, args.lora_rank),
+            )
+        )
+    print(
+        f"\nSmolLM2-135M, {args.sequences} x ({args.prompt} prompt + {args.response} response) tokens, "
+        f"micro-batch {args.micro}, {tokens} tokens trained; median of {args.repeats} (min-max)\n"
+    )
+    print("| update | s / update | old log-probs s | update s | trained tokens/s |")
+    print("|---|---|---|---|---|")
+    for name, runs in rows:
+        rate = [tokens / r["total"] for r in runs]
+        print(
+            f"| {name} | {summary(runs, 'total')} | {summary(runs, 'logprob')} | {summary(runs, 'update')} | "
+            f"{statistics.median(rate):.0f} ({min(rate):.0f}-{max(rate):.0f}) |"
+        )
+
+
+if __name__ == "__main__":
+    main()

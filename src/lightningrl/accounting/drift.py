@@ -1,0 +1,102 @@
+"""Retokenization drift: what a system that rebuilds token ids from text would have trained on instead.
+
+For every recorded LLM call with token ids, two questions:
+- response: does `encode(decode(response_ids))` give back the ids the model sampled? (BPE text has many
+  tokenizations; the model picked one, and re-encoding picks the canonical one);
+- prompt: does re-rendering the recorded request (messages and tools, through the tokenizer's own
+  chat template; a completion's prompt text through the tokenizer) give the recorded prompt ids?
+The shares of calls where they differ are what exact token ids buy; ours train on the recorded ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from lightningrl.credit.calls import llm_calls
+from lightningstore import semconv
+from lightningstore.span import Span
+
+
+@dataclass
+class DriftCounts:
+    """Calls checked and how many of them a retokenizing system would have got wrong (add to total)."""
+
+    calls: int = 0
+    response_drift: int = 0
+    prompt_checked: int = 0
+    prompt_drift: int = 0
+
+    def __add__(self, other: DriftCounts) -> DriftCounts:
+        return DriftCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def shares(self) -> dict[str, float]:
+        """`response_drift` and `prompt_drift` as shares of the calls checked (absent when none were)."""
+        out: dict[str, float] = {"drift_calls": float(self.calls)}
+        if self.calls:
+            out["response_drift"] = self.response_drift / self.calls
+        if self.prompt_checked:
+            out["prompt_drift"] = self.prompt_drift / self.prompt_checked
+        return out
+
+
+def retokenization_drift(spans: Iterable[Span], tokenizer: Any) -> DriftCounts:
+    """Count, over the LLM calls with token ids, the calls whose retokenization differs."""
+    spans = list(spans)
+    by_id = {(span.attempt_id, span.span_id): span for span in spans}
+    counts = DriftCounts()
+    for call in llm_calls(spans):
+        if not call.has_tokens:
+            continue
+        counts.calls += 1
+        counts.response_drift += int(response_drifts(list(call.response_ids or ()), tokenizer))
+        rendered = rerendered_prompt(by_id[call.attempt_id, call.span_id].attributes, tokenizer)
+        if rendered is not _UNKNOWN:
+            counts.prompt_checked += 1
+            counts.prompt_drift += int(rendered != list(call.prompt_ids or ()))
+    return counts
+
+
+def response_drifts(response_ids: list[int], tokenizer: Any) -> bool:
+    """True when re-encoding the decoded response (special tokens kept as text) changes its ids."""
+    text = tokenizer.decode(response_ids, skip_special_tokens=False)
+    return tokenizer.encode(text, add_special_tokens=False) != response_ids
+
+
+_UNKNOWN: Any = object()
+"""No request recorded to re-render from."""
+
+
+def rerendered_prompt(attributes: dict[str, Any], tokenizer: Any) -> list[int] | None:
+    """The prompt ids a retokenizing system would build from the recorded request; None when the
+    chat template cannot render it (that system could not train on the call at all)."""
+    recorded = attributes.get(semconv.LLM_REQUEST_MESSAGES)
+    if not isinstance(recorded, str):
+        return _UNKNOWN
+    try:
+        request = json.loads(recorded)
+    except json.JSONDecodeError:
+        return _UNKNOWN
+    operation = attributes.get(semconv.GEN_AI_OPERATION)
+    try:
+        if operation == semconv.TEXT_COMPLETION_SPAN_NAME or isinstance(request, str):
+            if not isinstance(request, str):
+                return _UNKNOWN  # a batch of prompts or a token-id prompt: nothing to retokenize
+            return list(tokenizer.encode(request))
+        tools = _tools(attributes.get(semconv.LLM_REQUEST_TOOLS))
+        text = tokenizer.apply_chat_template(request, tools=tools, tokenize=False, add_generation_prompt=True)
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    except Exception:  # noqa: BLE001 - a Jinja template can raise anything on a message it does not expect
+        return None
+
+
+def _tools(value: Any) -> list[dict[str, Any]] | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        tools = json.loads(value)
+    except json.JSONDecodeError:
+        return None
+    return tools if isinstance(tools, list) and tools else None

@@ -1,0 +1,240 @@
+"""The algorithms `fit` runs, one after another on the same store: "rl" (LightningRL), "sft" (SFT on
+successes), "apo" (prompt optimization), or a sequence such as ["apo", "rl"]: optimize the prompt,
+then train the weights under the best one (docs/algorithms.md).
+
+A weight stage binds the store's latest `prompt` version (when there is one) into every rollout's
+resource set beside the LLM, so the agent reads the prompt APO chose. Each stage after the first
+continues the step numbers and metrics.csv of the one before; metrics rows say which stage wrote them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+
+from algorithm import Evaluate, Task
+from lightningrl.algorithms.apo import APO, APOConfig, APOResult
+from lightningrl.algorithms.sft import SFT
+from lightningrl.config import LightningRLConfig
+from lightningrl.config_fields import dataclass_from_dict, replaced_from_dict
+from lightningrl.rl.loop import LightningRL
+from lightningrl.rl.metrics import MetricsLog
+from lightningstore import LLM, LightningStore, PromptTemplate, RolloutConfig
+
+ALGORITHMS = ("rl", "sft", "apo")
+WEIGHT_ALGORITHMS: dict[str, type[LightningRL]] = {"rl": LightningRL, "sft": SFT}
+FIT_APO_KEYS = ("score_on", "score_tasks")
+"""Keys of fit's `apo` settings that are fit's, not APOConfig's (see `scoring`)."""
+PROMPT_NAME = "prompt"
+"""The PromptTemplate resource APO optimizes and the weight stages bind (agents read
+`resources.prompts["prompt"]`)."""
+
+
+def algorithm_sequence(value: str | Sequence[str]) -> tuple[str, ...]:
+    """`value` as the names of the stages to run, or a ValueError naming the bad one."""
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not names:
+        raise ValueError(f"algorithm must name at least one of {', '.join(ALGORITHMS)}, got []")
+    for name in names:
+        if name not in ALGORITHMS:
+            raise ValueError(
+                f"algorithm must be one of {', '.join(map(repr, ALGORITHMS))} or a list of them, got {name!r}"
+            )
+    return names
+
+
+def stage_configs(
+    names: tuple[str, ...], config: LightningRLConfig, sft: LightningRLConfig | Mapping[str, Any] | None
+) -> dict[str, LightningRLConfig]:
+    """The config of each weight stage: `config` for "rl"; for "sft", `config` with `sft`'s fields
+    replaced (a dict of LightningRLConfig fields, e.g. {"steps": 4}) or `sft` itself."""
+    out = {"rl": config} if "rl" in names else {}
+    if "sft" in names:
+        if isinstance(sft, LightningRLConfig):
+            out["sft"] = sft
+        else:
+            out["sft"] = replaced_from_dict(config, sft or {}, "sft")
+            out["sft"].output_dir = config.output_dir
+        from lightningrl.algorithms.sft import sft_config
+
+        sft_config(out["sft"])  # its refusals (several epochs, mini-batches, ...) before a process starts
+    elif sft is not None:
+        raise ValueError("sft settings were given but algorithm has no 'sft' stage")
+    return out
+
+
+def apo_config(value: APOConfig | Mapping[str, Any] | None, *, llm_name: str, served: LLM) -> APOConfig:
+    """APO's settings: an APOConfig, or a dict of its fields. Without an `optimizer_model` the
+    optimizer is the policy itself, as its inference server serves it (a weak optimizer: point
+    `optimizer_model`/`optimizer_base_url` at a stronger OpenAI-compatible endpoint for real use)."""
+    if isinstance(value, APOConfig):
+        return value
+    data = {"llm_name": llm_name, "prompt_name": PROMPT_NAME, **(value or {})}
+    for key in FIT_APO_KEYS:
+        data.pop(key, None)
+    if "optimizer_model" not in data:
+        data["optimizer_model"] = f"openai/{served.model}"
+        data.setdefault("optimizer_base_url", served.endpoints[0])
+    return dataclass_from_dict(APOConfig, data, "apo")
+
+
+def check_apo_settings(value: APOConfig | Mapping[str, Any] | None, llm_name: str) -> None:
+    """APO's settings' errors (unknown key, wrong type) before a process starts."""
+    placeholder = LLM(endpoints=["http://127.0.0.1:1/v1"], model="policy")
+    apo_config(value, llm_name=llm_name, served=placeholder)
+    scoring(value)
+
+
+def scoring(value: APOConfig | Mapping[str, Any] | None) -> tuple[str, int]:
+    """fit's own APO keys: `score_on` ("val": candidates are scored on `val`, which then measures the
+    selection itself; "train": on `score_tasks` train tasks drawn by the seed, so `val` stays unseen);
+    `score_tasks` also bounds the train tasks whose failures the optimizer reads (default 32)."""
+    data = value if isinstance(value, Mapping) else {}
+    score_on, count = data.get("score_on", "val"), data.get("score_tasks", 32)
+    if score_on not in ("val", "train"):
+        raise ValueError(f"apo.score_on must be 'val' or 'train', got {score_on!r}")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"apo.score_tasks must be an integer >= 1, got {count!r}")
+    return score_on, count
+
+
+async def publish_start_prompt(store: LightningStore, prompt: str | None) -> str | None:
+    """The latest `prompt` version id; `prompt` is published as its first version when the store has
+    none (a resumed run keeps the store's, which APO may have improved)."""
+    latest = await store.get_latest_version(PROMPT_NAME)
+    if latest is not None:
+        return latest.version_id
+    if prompt is None:
+        return None
+    version = await store.add_resource_version(
+        PROMPT_NAME, PromptTemplate(template=prompt), created_by="fit", metadata={"fit": "start prompt"}
+    )
+    return version.version_id
+
+
+@dataclass
+class StageRun:
+    """What the stages left: the last weight stage's metrics, APO's result, the object running now."""
+
+    metrics: MetricsLog | None = None
+    apo: APOResult | None = None
+    current: LightningRL | None = None
+    stopped_reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+    apo_scoring: tuple[str, int] = ("val", 32)
+    """fit's `apo` keys `score_on` and `score_tasks` (see `scoring`)."""
+
+
+async def run_stages(
+    names: tuple[str, ...],
+    store: LightningStore,
+    train_tasks: list[Task],
+    val_tasks: list[Task],
+    configs: dict[str, LightningRLConfig],
+    *,
+    base: LightningRLConfig,
+    apo: Callable[[], Awaitable[APOConfig]],
+    rollout_config: RolloutConfig,
+    row_extras: list[Callable[[], dict[str, Any]]],
+    console: Console,
+    state: StageRun,
+    watched: Callable[[Awaitable[Any]], Awaitable[Any]],
+) -> StageRun:
+    """Run the stages in order; `watched` runs each one while fit's supervisor watches its children."""
+    for name in names:
+        if name == "apo":
+            state.apo = await _apo_stage(
+                store, train_tasks, val_tasks, await apo(), base,
+                rollout_config=rollout_config, console=console, state=state, watched=watched,
+            )  # fmt: skip
+            continue
+        cfg = configs[name]
+        weights = WEIGHT_ALGORITHMS[name](store, train_tasks, val_tasks, cfg, console=console)
+        weights.rollout_config = rollout_config
+        weights.row_extras.extend(row_extras)
+        if len(names) > 1:
+            weights.row_extras.append(lambda name=name: {"algorithm": name})
+        prompt = await store.get_latest_version(PROMPT_NAME)
+        if prompt is not None:
+            weights.bound_resources = {PROMPT_NAME: prompt.version_id}
+        weights.resume()
+        state.current = weights
+        try:
+            state.metrics = await watched(weights.run())
+        finally:
+            # A Ray trainer's ranks are processes of their own: stop them before the next stage.
+            close = getattr(weights.trainer, "close", None)
+            if close is not None:
+                await asyncio.to_thread(close)
+        state.stopped_reason = weights.stopped_reason
+        if weights.stopped_reason:
+            break
+    return state
+
+
+async def _apo_stage(
+    store: LightningStore,
+    train_tasks: list[Task],
+    val_tasks: list[Task],
+    config: APOConfig,
+    cfg: LightningRLConfig,
+    *,
+    rollout_config: RolloutConfig,
+    console: Console,
+    state: StageRun,
+    watched: Callable[[Awaitable[Any]], Awaitable[Any]],
+) -> APOResult:
+    """APO on its scoring tasks; then the start and the best prompt on `val_tasks` as two metrics rows
+    (`val/success` before and after, with APO's scores), so a weight stage after it continues there."""
+    score_on, count = state.apo_scoring
+    # At most `count` train tasks show the failures (and another `count` score, on "train"): bounded.
+    drawn = random.Random(cfg.seed).sample(train_tasks, min(2 * count, len(train_tasks)))
+    failures = drawn[:count]
+    scored = val_tasks if score_on == "val" else (drawn[count:] or drawn)
+    algo = APO(store, failures, scored, config)
+    algo.rollout_config = rollout_config
+    result: APOResult = await watched(algo.run())
+    line = (
+        f"apo: score on {score_on} {result.start.score:.3f} -> {result.best.score:.3f} "
+        f"({len(result.candidates)} candidates; prompt version {result.best.version.version_id})"
+    )
+    state.notes.append(line)
+    console.print(line, markup=False, highlight=False)
+    metrics = MetricsLog.resume(cfg.output_dir / "metrics.csv")
+    step = max((int(r["step"]) for r in metrics.rows if "step" in r), default=-1) + 1
+    llm = await store.get_latest_version(config.llm_name)
+    assert llm is not None
+    columns = {"apo/candidates": len(result.candidates), "apo/score_on_val": float(score_on == "val")}
+    held_out: dict[str, Any] = {}
+    for offset, (label, candidate) in enumerate((("start", result.start), ("best", result.best))):
+        row: dict[str, Any] = {
+            "step": step + offset,
+            "algorithm": "apo",
+            f"apo/score_{label}": candidate.score,
+        }
+        if val_tasks and candidate is result.start and held_out:
+            # No candidate beat the start: the same prompt, so the same held-out result (sampling it
+            # again would show the evaluation's noise as a change).
+            row.update(held_out)
+        elif val_tasks:
+            bound = await store.add_resource_set(
+                {config.llm_name: llm.version_id, config.prompt_name: candidate.version.version_id}
+            )
+            held = await watched(
+                Evaluate(
+                    store, val_tasks, resources_id=bound.resources_id, n=cfg.val_rollouts_per_task,
+                    mode=cfg.val_mode, timeout=cfg.step_timeout, success_threshold=cfg.success_threshold,
+                    rollout_config=rollout_config, group_prefix=f"apo/heldout/{label}/",
+                ).run()
+            )  # fmt: skip
+            held_out = {"val/success": held.success_rate, "val/reward_mean": held.mean_reward}
+            held_out.update({f"val/success[{k}]": v for k, v in held.by_tag.items()})
+            row.update(held_out)
+        metrics.log({**row, **columns})
+    state.metrics = metrics
+    return result
