@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lightningrl.rl.advantages import AdvantageConfig
 from lightningrl.rl.continuous import ContinuousConfig
@@ -109,3 +110,14 @@ class LightningRLConfig:
             loss = dataclasses.replace(trainer.loss, rollout_is_threshold=None)
             trainer = dataclasses.replace(trainer, loss=loss)
         return trainer
+
+    def summary(self) -> dict[str, Any]:
+        """What a version and its training plan record of the config (the settings a reviewer compares)."""
+        return {
+            "rollouts_per_task": self.rollouts_per_task,
+            "tasks_per_step": self.tasks_per_step,
+            "estimator": self.advantage.estimator,
+            "lr": self.trainer.lr,
+            "gamma": self.gamma,
+            "seed": self.seed,
+        }

@@ -13,7 +13,8 @@ from toy_ab import pick_b_agent, publish_warm, success_of, toy_tasks, warm_ab_mo
 
 from lightningrl.config import LightningRLConfig
 from lightningrl.local_stack import local_stack
-from lightningrl.rl.loop import TRAINED_MARK, LightningRL
+from lightningrl.rl.continuous import TRAINED_MARK
+from lightningrl.rl.loop import LightningRL
 from lightningrl.trainer.config import TrainerConfig
 from lightningstore import RolloutStatus, SqlStore
 from runner import Runner

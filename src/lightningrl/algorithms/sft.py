@@ -102,7 +102,7 @@ class SFT(LightningRL):
 
     async def run(self) -> MetricsLog:
         """`config.steps` SFT steps, validating every `val_every` (and before the first); the metrics."""
-        llm = await self._start() if self.version is None else self._current_llm()
+        llm = await self.start()
         cfg = self.config
         self.stopped_reason = None
         if cfg.validate_first and cfg.val_every and self.val_tasks and self.global_step == 0:

@@ -153,6 +153,38 @@ class VersionLineage:
             worst = distance if worst is None else max(worst, distance)
         return worst
 
+    async def split_fresh(
+        self,
+        current: ResourceVersion,
+        rollouts: Sequence[Rollout],
+        spans: dict[str, list[Span]],
+        limit: int | None,
+    ) -> tuple[list[Rollout], dict[str, str]]:
+        """The rollouts sampled at most `limit` publishes behind `current` (None: all), and why each
+        other one is skipped ("stale", or "unversioned": no LLM call or resource set says which version
+        of `current`'s resource sampled it)."""
+        if limit is None:
+            return list(rollouts), {}
+        fresh: list[Rollout] = []
+        skipped: dict[str, str] = {}
+        bound_versions: dict[str, set[str]] = {}  # resource sets never change: one read each
+        for r in rollouts:
+            versions = sampling_versions(spans.get(r.rollout_id, []))
+            if not versions and r.resources_id:
+                if r.resources_id not in bound_versions:
+                    bound = await self.store.get_resources_by_id(r.resources_id)
+                    named = bound.versions.get(current.name) if bound else None
+                    bound_versions[r.resources_id] = {named.version_id} if named else set()
+                versions = bound_versions[r.resources_id]
+            distance = await self.staleness(current, versions, limit)
+            if distance is None:
+                skipped[r.rollout_id] = "unversioned"
+            elif distance > limit:
+                skipped[r.rollout_id] = "stale"
+            else:
+                fresh.append(r)
+        return fresh, skipped
+
     async def ancestors(self, current: ResourceVersion, depth: int) -> dict[str, int]:
         """version id -> publishes behind `current`, for `current` and up to `depth` ancestors."""
         out = {current.version_id: 0}
@@ -169,7 +201,7 @@ class VersionLineage:
 
 
 def skip_counts(skipped: dict[str, str]) -> tuple[int, int]:
-    """(stale, unversioned) among the reasons `LightningRL._freshness` gave for skipping rollouts."""
+    """(stale, unversioned) among the reasons `VersionLineage.split_fresh` gave for skipping rollouts."""
     stale = sum(1 for why in skipped.values() if why == "stale")
     return stale, len(skipped) - stale
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -14,7 +12,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
-from algorithm.base import primary_reward
 from algorithm.evaluate import EvaluationResult
 from lightningrl.accounting import token_row
 from lightningrl.config import LightningRLConfig
@@ -30,32 +27,14 @@ from lightningrl.models.adapter import model_config
 from lightningrl.release.plan import file_plan, tasks_snapshot
 from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
-from lightningrl.rl.baseline import RUNNING_BASELINES, RunningBaseline
-from lightningrl.rl.continuous import (
-    CUTOFF_KEY,
-    SKIPPED_MARK,
-    TRAINED_MARK,
-    RolloutFeed,
-    VersionLineage,
-    sampling_versions,
-    skip_counts,
-    task_key,
-)
+from lightningrl.rl.continuous import VersionLineage, skip_counts
+from lightningrl.rl.continuous_loop import ContinuousTraining
 from lightningrl.rl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
+from lightningrl.rl.policy_servers import PolicyServers
 from lightningrl.rl.progress import StepProgress, step_info
-from lightningrl.serving.endpoint import ProxyPause, sync_weights
+from lightningrl.rl.task_draw import TaskDraw
 from lightningrl.trainer.protocol import Trainer
-from lightningstore import (
-    LLM,
-    LightningStore,
-    ResourceVersion,
-    Rollout,
-    RolloutStatus,
-    Span,
-    rewards_of_rollouts,
-    semconv,
-    spans_of_rollouts,
-)
+from lightningstore import LLM, LightningStore, ResourceVersion, RolloutStatus, Span, spans_of_rollouts
 
 StopCheck = Callable[["LightningRL"], Awaitable[str | None]]
 """Asked after each step (after publish): a reason to stop the loop before the next step, or None."""
@@ -104,20 +83,22 @@ class LightningRL(Algorithm):
         self.metrics = MetricsLog(self.config.output_dir / "metrics.csv")
         self.credit_totals = CreditReport()
         self._tokenizer_checkpoint: str | None = None
-        self._rng = random.Random(self.config.seed)
-        self._queues: dict[str, list[Task]] = {}
-        self._slice_turn = 0
+        self._draw = TaskDraw(
+            self.train_tasks,
+            self.config.tasks_per_step,
+            balance_by=self.config.balance_by,
+            seed=self.config.seed,
+        )
         self.version: ResourceVersion | None = None
         self.resources_id: str | None = None
         self.bound_resources: dict[str, str] = {}
         """Other resources every rollout is bound to beside the trained LLM (name -> version id)."""
         self.plan_id: str | None = None
         """The training plan this run filed before its first step (see `lightningrl.release.plan`)."""
-        self._feed: RolloutFeed | None = None
-        self._lineage = VersionLineage(store)
-        self._baseline: RunningBaseline | None = None
-        self._served: str | None = None
-        """The version whose checkpoint the LLM's endpoints serve (after `_start`: the start version)."""
+        self.lineage = VersionLineage(store)
+        self.servers: PolicyServers | None = None
+        """The LLM's endpoints and the version they serve (set when the run starts)."""
+        self._continuous: ContinuousTraining | None = None
         self.global_step = 0
         """Steps taken by this object across `run` and `run_continuous` (names checkpoints and CSV rows)."""
         self.row_extras: list[Callable[[], dict[str, Any]]] = []
@@ -126,11 +107,14 @@ class LightningRL(Algorithm):
     @property
     def served_version_id(self) -> str | None:
         """The version whose checkpoint the LLM's endpoints serve (None before the run starts)."""
-        return self._served
+        return self.servers.served_version_id if self.servers else None
 
     # ---- setup -----------------------------------------------------------------------------------
 
-    async def _start(self) -> LLM:
+    async def start(self) -> LLM:
+        """Set up once (the start version, its resource set, the training plan, the trainer); the LLM."""
+        if self.version is not None:
+            return self._current_llm()
         version = await self.store.get_latest_version(self.config.resource_name)
         if version is None:
             raise LookupError(
@@ -142,7 +126,10 @@ class LightningRL(Algorithm):
                 f"resource {self.config.resource_name!r} must be an LLM with a checkpoint to train"
             )
         self.version = version
-        self._served = version.version_id
+        self.servers = PolicyServers(
+            self.store, llm, engine=self.config.engine, reload=self.config.reload_servers
+        )
+        self.servers.started_on(version)
         self.resources_id = (
             await self.store.add_resource_set(
                 {**self.bound_resources, self.config.resource_name: version.version_id}
@@ -168,7 +155,7 @@ class LightningRL(Algorithm):
             start.version_id,
             train=tasks_snapshot("train tasks", self.train_tasks),
             holdout=tasks_snapshot("val tasks", self.val_tasks),
-            algorithm_config=_config_summary(self.config),
+            algorithm_config=self.config.summary(),
             created_by=f"algorithm:{self.name}",
         )
         self.plan_id = plan.plan_id
@@ -176,22 +163,6 @@ class LightningRL(Algorithm):
     def _current_llm(self) -> LLM:
         assert self.version is not None and isinstance(self.version.resource, LLM)
         return self.version.resource
-
-    def _next_tasks(self) -> list[Task]:
-        """Shuffled passes over the train tasks, `tasks_per_step` at a time (round-robin over the
-        values of `config.balance_by` when set)."""
-        key = self.config.balance_by
-        slices = sorted({t.tags.get(key, "") for t in self.train_tasks}) if key else [""]
-        out: list[Task] = []
-        while len(out) < self.config.tasks_per_step:
-            name = slices[self._slice_turn % len(slices)]
-            self._slice_turn += 1
-            queue = self._queues.setdefault(name, [])
-            if not queue:
-                queue.extend(t for t in self.train_tasks if not key or t.tags.get(key, "") == name)
-                self._rng.shuffle(queue)
-            out.append(queue.pop())
-        return out
 
     def resume(self) -> int:
         """Continue the run in `config.output_dir`: its metrics rows are kept (new rows append) and step
@@ -201,7 +172,7 @@ class LightningRL(Algorithm):
         self.metrics = MetricsLog.resume(self.config.output_dir / "metrics.csv")
         self.global_step = max((int(r["step"]) for r in self.metrics.rows if "step" in r), default=0)
         # A different draw order than the first run's, still seeded.
-        self._rng = random.Random(f"{self.config.seed}/{self.global_step}")
+        self._draw.reseed(f"{self.config.seed}/{self.global_step}")
         return self.global_step
 
     # ---- the loop --------------------------------------------------------------------------------
@@ -211,7 +182,7 @@ class LightningRL(Algorithm):
 
         With `config.async_rollouts`, step k+1's rollouts are enqueued before step k's update and run
         while it trains, on the version step k trains from; the servers reload between batches."""
-        llm = await self._start() if self.version is None else self._current_llm()
+        llm = await self.start()
         cfg = self.config
         self.stopped_reason = None
         if cfg.validate_first and cfg.val_every and self.val_tasks and self.global_step == 0:
@@ -230,7 +201,7 @@ class LightningRL(Algorithm):
                     row.update(outcome_metrics(outcomes, cfg.success_threshold, prefix="train"))
                     pending = None
                     if ahead:
-                        row.update(await self._serve_current(llm))
+                        row.update(await self._sync_servers())
                         if not last:
                             pending = await self._start_batch(step + 1)
                             row["async/next_enqueued_at"] = time.time()
@@ -244,7 +215,7 @@ class LightningRL(Algorithm):
                     if cfg.val_every and (local_step % cfg.val_every == 0 or last) and self.val_tasks:
                         if pending is not None:  # its rollouts must finish on the version they were bound to
                             await asyncio.wait({pending})
-                        row.update(await self._serve_current(llm))
+                        row.update(await self._sync_servers())
                         row.update(await self.validate(step))
                     if await self._end_step(row, t0, progress):
                         break
@@ -254,14 +225,14 @@ class LightningRL(Algorithm):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await pending
         if ahead:
-            await self._serve_current(llm)  # the servers end on `latest`, as in the synchronous loop
+            await self._sync_servers()  # the servers end on `latest`, as in the synchronous loop
         plot_reward_curve(self.metrics, cfg.output_dir / "reward_curve.png")
         return self.metrics
 
     async def _end_step(self, row: dict[str, Any], started: float, progress: StepProgress) -> bool:
         """Stop checks, the extra columns, the step's time; log the row and advance the bar. True when
         the loop must stop (the reason is reported)."""
-        await self._check_stop(row)
+        await self.check_stop(row)
         for extra in self.row_extras:
             row.update(extra())
         row["step_seconds"] = time.perf_counter() - started
@@ -269,13 +240,13 @@ class LightningRL(Algorithm):
         progress.advance(step_info(row["train/reward_mean"], row["step_seconds"], row.get("val/success")))
         if self.stopped_reason is None:
             return False
-        self._report_stop(int(row["step"]))
+        self.report_stop(int(row["step"]))
         return True
 
     async def _start_batch(self, step: int) -> asyncio.Task[list[RolloutOutcome]]:
         """Enqueue step `step`'s rollouts on the current resource set; a task that waits for them."""
         enqueued = await self.enqueue_tasks(
-            self._next_tasks(),
+            self._draw.next(),
             n=self.config.rollouts_per_task,
             resources_id=self.resources_id,
             group_prefix=f"s{step}/",
@@ -291,12 +262,14 @@ class LightningRL(Algorithm):
         limit = self.config.async_max_staleness
         succeeded = [o for o in outcomes if o.rollout.status == RolloutStatus.SUCCEEDED]
         spans = await spans_of_rollouts(self.store, [o.rollout.rollout_id for o in succeeded], "latest")
-        fresh, skipped = await self._freshness([o.rollout for o in succeeded], spans, limit)
+        assert self.version is not None
+        fresh, skipped = await self.lineage.split_fresh(
+            self.version, [o.rollout for o in succeeded], spans, limit
+        )
         kept = {r.rollout_id for r in fresh}
         sequences, report, tokens = await self.collect(
             [o for o in succeeded if o.rollout.rollout_id in kept], spans=spans
         )
-        assert self.version is not None
         versions = {v for seq in sequences for v in seq.sampled_by}
         stale, unversioned = skip_counts(skipped)
         row: dict[str, Any] = {
@@ -305,7 +278,7 @@ class LightningRL(Algorithm):
             "async/unversioned_dropped": unversioned,
             **tokens,
         }
-        behind = await self._lineage.staleness(self.version, versions, limit)
+        behind = await self.lineage.staleness(self.version, versions, limit)
         if behind is not None:
             row["async/staleness"] = behind
         return sequences, report, row
@@ -349,7 +322,7 @@ class LightningRL(Algorithm):
     ) -> dict[str, Any]:
         """Advantages (`config.advantage`'s unless given) -> one verl actor update -> checkpoint -> publish a
         candidate (with `metadata` beside the step's own) -> reload servers (unless `reload` is False:
-        the caller does it later, with `_serve_current`)."""
+        the caller does it later, with `_sync_servers`)."""
         assert self.trainer is not None and self.version is not None
         if not sequences:
             return {"update/skipped": 1, "update/reason": "no sequences"}
@@ -386,31 +359,19 @@ class LightningRL(Algorithm):
                 "plan_id": self.plan_id,
                 "step": step,
                 "metrics": summary,
-                "algorithm_config": _config_summary(self.config),
+                "algorithm_config": self.config.summary(),
             },
         )
         self.version, self.resources_id = version, resource_set.resources_id
         if reload:
-            row.update(await self._serve_current(llm))
+            row.update(await self._sync_servers())
         row["update/version_id"] = version.version_id
         return row
 
-    async def _serve_current(self, llm: LLM) -> dict[str, Any]:
-        """Make the LLM's endpoints serve `self.version`'s checkpoint (with the proxy paused and drained),
-        unless they already do or `config.reload_servers` is off."""
-        assert self.version is not None
-        if self._served == self.version.version_id:
-            return {}
-        self._served = self.version.version_id
-        if not self.config.reload_servers:
-            return {}
-        return await sync_weights(
-            llm.endpoints,
-            str(self._current_llm().checkpoint),
-            engine=self.config.engine,
-            model=llm.model,
-            proxy=_proxy_of(self.store),
-        )
+    async def _sync_servers(self) -> dict[str, Any]:
+        """Make the LLM's endpoints serve `self.version` (see `PolicyServers.serve`)."""
+        assert self.servers is not None and self.version is not None
+        return await self.servers.serve(self.version)
 
     async def validate(self, step: int | None = None) -> dict[str, float]:
         """Held-out success of the current version (and the seconds the validation took)."""
@@ -455,131 +416,18 @@ class LightningRL(Algorithm):
         sampled by versions older than `max_staleness`, baseline the rest without needing groups, and
         train. Consumed rollouts are marked in their metadata (trained or skipped, never used twice);
         each published version records its data cutoff and what was skipped."""
-        llm = await self._start() if self.version is None else self._current_llm()
-        self.stopped_reason = None
-        if self._feed is None:
-            assert self.version is not None
-            cutoff = self.version.metadata.get(CUTOFF_KEY, {}).get("data_cutoff")
-            self._feed = RolloutFeed(self.store, self.config.continuous, cursor=cutoff)
-        pending: list[Rollout] = []
-        steps = 0
-        idle_since = time.monotonic()
-        while steps < max_steps:
-            pending += await self._feed.poll()
-            if len(pending) < min_rollouts:
-                if time.monotonic() - idle_since > idle_timeout:
-                    break
-                await asyncio.sleep(poll_interval)
-                continue
-            batch, pending = pending, []
-            steps += 1
-            self.global_step += 1
-            row = await self._continuous_step(llm, batch)
-            await self._check_stop(row)
-            self.metrics.log(row)
-            if self.stopped_reason is not None:
-                self._report_stop(self.global_step)
-                break
-            idle_since = time.monotonic()
-        if self.metrics.rows:
-            plot_reward_curve(self.metrics, self.config.output_dir / "reward_curve.png")
-        return self.metrics
-
-    async def _continuous_step(self, llm: LLM, rollouts: list[Rollout]) -> dict[str, Any]:
-        """One update on polled rollouts: freshness, group-free advantages, publish with the data cutoff."""
-        cc = self.config.continuous
-        ids = [r.rollout_id for r in rollouts]
-        spans = await spans_of_rollouts(self.store, ids, "latest")
-        fresh, skipped = await self._freshness(rollouts, spans, cc.max_staleness)
-        rewards = await rewards_of_rollouts(self.store, [r.rollout_id for r in fresh])
-        outcomes = [
-            RolloutOutcome(
-                rollout=r.model_copy(update={"group_id": task_key(r)}),
-                task=Task(task_id=task_key(r), input=r.input),
-                reward=primary_reward(rewards[r.rollout_id]),
-                rewards=rewards[r.rollout_id],
-            )
-            for r in fresh
-        ]
-        stale, unversioned = skip_counts(skipped)
-        row: dict[str, Any] = {
-            "step": self.global_step,
-            "continuous": 1,
-            "continuous/polled": len(rollouts),
-            "continuous/skipped_stale": stale,
-            "continuous/skipped_unversioned": unversioned,
-        }
-        row.update(outcome_metrics(outcomes, self.config.success_threshold, prefix="train"))
-        sequences, report, tokens = await self.collect(outcomes, spans=spans)
-        row.update(tokens)
-        record = {
-            "data_cutoff": max(r.end_time or 0.0 for r in rollouts),
-            "rollouts": len(fresh),
-            "skipped_stale": stale,
-            "skipped_unversioned": unversioned,
-            "max_staleness": cc.max_staleness,
-            "baseline": self._baseline.state() if self._baseline else cc.baseline,
-        }
-        row.update(
-            await self.update(
-                self.global_step,
-                llm,
-                sequences,
-                advantages=self._continuous_advantages,
-                metadata={CUTOFF_KEY: record},
-            )
+        if self._continuous is None:
+            self._continuous = ContinuousTraining(self)
+        return await self._continuous.run(
+            max_steps=max_steps,
+            min_rollouts=min_rollouts,
+            poll_interval=poll_interval,
+            idle_timeout=idle_timeout,
         )
-        row.update({f"credit/{k}": v for k, v in report.as_dict().items()})
-        for r in rollouts:
-            mark = {SKIPPED_MARK: skipped[r.rollout_id]} if r.rollout_id in skipped else {}
-            await self.store.update_rollout(
-                r.rollout_id, metadata={**r.metadata, TRAINED_MARK: self.global_step, **mark}
-            )
-        return row
-
-    async def _freshness(
-        self, rollouts: list[Rollout], spans: dict[str, list[Span]], limit: int | None
-    ) -> tuple[list[Rollout], dict[str, str]]:
-        """The rollouts sampled at most `limit` publishes behind the version being trained (None: all),
-        and why each other one is skipped ("stale", or "unversioned": no LLM call or resource set says
-        which version sampled it)."""
-        if limit is None:
-            return rollouts, {}
-        assert self.version is not None
-        fresh: list[Rollout] = []
-        skipped: dict[str, str] = {}
-        bound_versions: dict[str, set[str]] = {}  # resource sets never change: one read each
-        for r in rollouts:
-            versions = sampling_versions(spans.get(r.rollout_id, []))
-            if not versions and r.resources_id:
-                if r.resources_id not in bound_versions:
-                    bound = await self.store.get_resources_by_id(r.resources_id)
-                    named = bound.versions.get(self.config.resource_name) if bound else None
-                    bound_versions[r.resources_id] = {named.version_id} if named else set()
-                versions = bound_versions[r.resources_id]
-            distance = await self._lineage.staleness(self.version, versions, limit)
-            if distance is None:
-                skipped[r.rollout_id] = "unversioned"
-            elif distance > limit:
-                skipped[r.rollout_id] = "stale"
-            else:
-                fresh.append(r)
-        return fresh, skipped
-
-    def _continuous_advantages(self, batch: SequenceBatch) -> AdvantageResult:
-        cc = self.config.continuous
-        if cc.baseline in RUNNING_BASELINES:
-            if self._baseline is None:
-                self._baseline = RunningBaseline.named(cc.baseline, decay=cc.baseline_decay)
-            return self._baseline.advantages(batch, self.config.advantage)
-        if cc.baseline == "batch":
-            config = dataclasses.replace(self.config.advantage, estimator="reinforce_plus_plus")
-            return compute_advantages(batch, config)
-        return compute_advantages(batch, self.config.advantage)
 
     # ---- helpers ---------------------------------------------------------------------------------
 
-    async def _check_stop(self, row: dict[str, Any]) -> None:
+    async def check_stop(self, row: dict[str, Any]) -> None:
         """Ask the stop check; a reason goes into the step's row and `stopped_reason`."""
         if self.stop_check is None:
             return
@@ -588,7 +436,7 @@ class LightningRL(Algorithm):
             self.stopped_reason = reason
             row.update({"stop/stopped": 1, "stop/reason": reason})
 
-    def _report_stop(self, step: int) -> None:
+    def report_stop(self, step: int) -> None:
         self.console.print(
             f"[bold yellow]LightningRL stopped after step {step}:[/] {escape(self.stopped_reason or '')}"
         )
@@ -601,23 +449,3 @@ class LightningRL(Algorithm):
         return StepProgress(
             self.console, self.config.steps, bar_label="RL steps", enabled=self.config.show_progress
         )
-
-
-def _proxy_of(store: LightningStore) -> ProxyPause | None:
-    """The model gateway of a store server reached over HTTP (paused around weight syncs); None for a
-    store opened in this process, whose gateway (if any) this loop cannot reach."""
-    base_url = getattr(store, "base_url", None)
-    if not isinstance(base_url, str):
-        return None
-    return ProxyPause(base_url + semconv.PROXY_PREFIX, getattr(store, "auth_headers", None))
-
-
-def _config_summary(config: LightningRLConfig) -> dict[str, Any]:
-    return {
-        "rollouts_per_task": config.rollouts_per_task,
-        "tasks_per_step": config.tasks_per_step,
-        "estimator": config.advantage.estimator,
-        "lr": config.trainer.lr,
-        "gamma": config.gamma,
-        "seed": config.seed,
-    }
