@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from lightningrl.tinylm import build_tiny_model
+    from lightningrl.demos.tinylm import build_tiny_model
 
     processes: list[subprocess.Popen[bytes]] = []
     console = Console()

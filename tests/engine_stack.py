@@ -18,9 +18,9 @@ import uvicorn
 from fastapi import FastAPI
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.processes.supervisor import Supervisor, child_env, cli_command
 from lightningrl.serving.vllm import find_vllm_python
-from lightningrl.tinylm import build_tiny_model
 from lightningstore import LLM, SqlStore
 from lightningstore.proxy import ProxyConfig
 from lightningstore.server import build_app

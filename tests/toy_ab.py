@@ -8,7 +8,7 @@ from pathlib import Path
 from openai import AsyncOpenAI
 
 from algorithm import Evaluate, Task
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, supervised_warmup
 from lightningstore import LLM, LightningStore, ResourceVersion
 

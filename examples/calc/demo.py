@@ -37,7 +37,7 @@ from lightningrl.demo_flags import (  # noqa: E402
     demo_warmup_config,
     report_heldout,
 )
-from lightningrl.tinylm import build_tiny_model  # noqa: E402
+from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.warmup import supervised_warmup  # noqa: E402
 
 

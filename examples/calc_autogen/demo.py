@@ -44,7 +44,7 @@ from lightningrl.demo_flags import (  # noqa: E402
     report_heldout,
 )
 from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup  # noqa: E402
-from lightningrl.tinylm import build_tiny_model  # noqa: E402
+from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
 
 
 def openai_tools(kind: str) -> list[dict[str, Any]]:

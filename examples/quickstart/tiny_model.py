@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, supervised_warmup
 
 COMMANDS = {"mirror": ["reverse", "flip", "mirror", "turn around"]}

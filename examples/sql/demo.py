@@ -39,8 +39,8 @@ from lightningrl.demo_flags import (  # noqa: E402
     report_heldout,
 )
 from lightningrl.demo_warmup import add_two_phase_flags, call_checks, two_phase_warmup  # noqa: E402
+from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.quiet import quiet_third_party  # noqa: E402
-from lightningrl.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.warmup import encode_demonstration  # noqa: E402
 
 ROLES = {"writer": frozenset({"writer"}), "both": frozenset({"writer", "checker"})}

@@ -1,4 +1,5 @@
-"""The `lightningrl` command line: each subcommand lives in lightningrl.commands.<name>."""
+"""The `lightningrl` command line: each subcommand lives in lightningrl.commands.<name> (the demos' in
+lightningrl.demos.commands.<name>)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ import importlib
 import pkgutil
 import sys
 
-from lightningrl import commands
+# Loaded by name: the library imports nothing from lightningrl.demos (tests/test_import_graph.py).
+COMMAND_PACKAGES = ("lightningrl.commands", "lightningrl.demos.commands")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lightningrl", description="Train any agent with RL.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"lightningrl.commands.{info.name}")
-        module.register(sub)
+    for package in COMMAND_PACKAGES:
+        path = importlib.import_module(package).__path__
+        for info in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+            importlib.import_module(f"{package}.{info.name}").register(sub)
     return parser
 
 

@@ -19,8 +19,8 @@ from rich.console import Console
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lightningrl.demo_flags import demo_warmup_config
+from lightningrl.demos.tinylm import load_spec, save_tiny_model
 from lightningrl.quiet import quiet_third_party
-from lightningrl.tinylm import load_spec, save_tiny_model
 from lightningrl.warmup import CopyCheck, WarmupConfig, copied_share, encode_check, supervised_warmup
 
 Demonstration = tuple[Any, ...]

@@ -71,7 +71,7 @@ def _warm_model(
     num_layers: int = 1,
     lr: float = 3e-3,
 ) -> Path:
-    from lightningrl.tinylm import build_tiny_model
+    from lightningrl.demos.tinylm import build_tiny_model
     from lightningrl.warmup import WarmupConfig, supervised_warmup
 
     base = build_tiny_model(

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 
 from lightningrl import fit
 from lightningrl.credit.calls import is_llm_span
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup
 from lightningstore import Span, SqlStore, semconv
 

@@ -32,7 +32,7 @@ from lightningstore import semconv
 def tokenizer(tmp_path_factory: pytest.TempPathFactory):
     from transformers import AutoTokenizer
 
-    from lightningrl.tinylm import build_tiny_model
+    from lightningrl.demos.tinylm import build_tiny_model
 
     path = build_tiny_model(
         tmp_path_factory.mktemp("sql-tok") / "m",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.warmup import CopyCheck, WarmupConfig, copied_share, encode_check, supervised_warmup
 
 ASK = [{"role": "user", "content": "copy red"}]

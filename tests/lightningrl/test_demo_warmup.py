@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from lightningrl.demo_flags import DemoDefaults, add_demo_flags
 from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.warmup import CopyCheck
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]

@@ -15,6 +15,7 @@ from transformers import AutoTokenizer
 
 from lightningrl.cli import main as cli_main
 from lightningrl.config import LightningRLConfig
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.serving import create_app
 from lightningrl.serving.endpoint import VllmEndpoint, sync_weights
 from lightningrl.serving.tool_calls import parse_tool_calls
@@ -32,7 +33,6 @@ from lightningrl.serving.vllm import (
     vllm_importable,
     vllm_python,
 )
-from lightningrl.tinylm import build_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import lightningrl.fitting as fit_module
 from lightningrl import TrainResult, fit
 from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_from
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningstore import SqlStore
 
 CONFIG = {

@@ -28,8 +28,8 @@ from proc_state import alive
 from rich.console import Console
 
 from lightningrl import TrainResult, fit
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.processes.supervisor import Child, Supervisor
-from lightningrl.tinylm import build_tiny_model
 from lightningstore import Attempt, AttemptStatus, Rollout, RolloutStatus, SqlStore
 from runner import runner_name_prefix
 

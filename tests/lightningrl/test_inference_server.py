@@ -21,10 +21,10 @@ from fastapi import FastAPI
 from openai import AsyncOpenAI
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.serving import SamplingParams, create_app, load_model
 from lightningrl.serving.sampling import row_generator
 from lightningrl.serving.sequence import Sequence
-from lightningrl.tinylm import build_tiny_model
 
 TINY = {"hidden_size": 64, "num_layers": 2, "num_heads": 4}
 CHAT = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 12 plus 7?"}]

@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.serving.kv_cache import GrowingCache
 from lightningrl.serving.lean import lean_decoder
-from lightningrl.tinylm import build_tiny_model
 
 
 @pytest.fixture(scope="module")

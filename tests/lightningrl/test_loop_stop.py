@@ -14,10 +14,10 @@ from rich.console import Console
 
 from algorithm import Task
 from lightningrl.config import LightningRLConfig
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.local_stack import local_stack
 from lightningrl.rl.loop import LightningRL, gate_stop_check
 from lightningrl.rl.metrics import MetricsLog
-from lightningrl.tinylm import build_tiny_model
 from lightningstore import LLM, PromptTemplate, RewardIn, SqlStore
 from lightningstore.gate import ProtectedCase, gate_records
 from runner import Runner

@@ -15,6 +15,7 @@ from fit_agents import reply_length_agent, subprocess_env
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lightningrl import fit
+from lightningrl.demos.tinylm.builder import build_tiny_model
 from lightningrl.models import (
     CheckpointError,
     ModelImportError,
@@ -23,7 +24,6 @@ from lightningrl.models import (
     import_model,
     import_record,
 )
-from lightningrl.tinylm.builder import build_tiny_model
 
 
 @pytest.fixture(scope="module")

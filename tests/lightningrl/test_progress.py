@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.rl.progress import StepProgress, step_info
-from lightningrl.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, supervised_warmup
 
 WARMUP_LINE = re.compile(r"^warm-up step (\d+)/(\d+)  loss \d+\.\d{3}  \d+\.\d steps/s$")

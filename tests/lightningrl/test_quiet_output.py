@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
 
     from lightningrl.credit import TrainingSequence, collate
     from lightningrl.serving.service import InferenceService
-    from lightningrl.tinylm import build_tiny_model
+    from lightningrl.demos.tinylm import build_tiny_model
     from lightningrl.trainer import TrainerConfig, VerlActorTrainer
     from lightningrl.warmup import WarmupConfig, supervised_warmup
 

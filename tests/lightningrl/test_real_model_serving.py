@@ -15,11 +15,11 @@ import torch
 from engine_stack import TOOLS, Live, serve
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from lightningrl.demos.tinylm.tokenizer import CHAT_TEMPLATE as TINYLM_TEMPLATE
 from lightningrl.models import cached_model
 from lightningrl.serving import create_app
 from lightningrl.serving.tool_calls import parse_tool_calls
 from lightningrl.serving.tool_prompt import hermes_conversation, renders_tools, tool_call_block, tools_section
-from lightningrl.tinylm.tokenizer import CHAT_TEMPLATE as TINYLM_TEMPLATE
 
 IM_END = 2
 QUESTION = [{"role": "user", "content": "What is 17 plus 25? Answer with just the number."}]

@@ -8,8 +8,15 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen2ForCausalLM
 
-from lightningrl.tinylm import IM_END, IM_START, PAD_TOKEN, TinyModelSpec, build_tiny_model, training_lines
-from lightningrl.tinylm.tokenizer import word_pieces
+from lightningrl.demos.tinylm import (
+    IM_END,
+    IM_START,
+    PAD_TOKEN,
+    TinyModelSpec,
+    build_tiny_model,
+    training_lines,
+)
+from lightningrl.demos.tinylm.tokenizer import word_pieces
 
 EXTRA = ("Move the knight to square 12.", "Zebras graze quietly")
 SMALL = {"hidden_size": 32, "num_layers": 1, "num_heads": 2}

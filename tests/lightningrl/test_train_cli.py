@@ -14,7 +14,7 @@ from fit_agents import PROMPTS, subprocess_env
 
 from lightningrl.cli import build_parser
 from lightningrl.commands.train import settings_from
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningstore import SqlStore
 
 COMMAND_AGENT = Path(__file__).parent / "command_agent.py"

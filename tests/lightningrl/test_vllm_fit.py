@@ -10,7 +10,7 @@ from engine_stack import Reference, require_vllm_python
 from fit_agents import PROMPTS, reply_length_agent
 
 from lightningrl import fit
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from lightningrl.tinylm import build_tiny_model
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]

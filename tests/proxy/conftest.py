@@ -20,8 +20,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from openai import AsyncOpenAI
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.serving import create_app as create_inference_app
-from lightningrl.tinylm import build_tiny_model
 from lightningstore import LLM, AttemptedRollout, SqlStore
 from lightningstore.auth import TokenConfig, agent_key
 from lightningstore.proxy import Gateway, ProxyConfig

@@ -44,7 +44,7 @@ def _serve_in_thread(app: object, name: str) -> tuple[str, object, object]:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny checkpoint (built once per session)."""
-    from lightningrl.tinylm import build_tiny_model
+    from lightningrl.demos.tinylm import build_tiny_model
 
     return build_tiny_model(
         tmp_path_factory.mktemp("tiny") / "model", seed=0, hidden_size=64, num_layers=2, num_heads=4

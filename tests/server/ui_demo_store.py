@@ -1,6 +1,6 @@
 """A store filled by a short real training run, for the dashboard's browser tests and its docs screenshots.
 
-A tiny model (built by `lightningrl.tinylm`) is served by our inference server; an agent makes two model
+A tiny model (built by `lightningrl.demos.tinylm`) is served by our inference server; an agent makes two model
 calls through the proxy, calls one traced tool, rewards its first call and returns an episode reward;
 LightningRL trains it for STEPS steps with verl, validating at the end. Then one rollout fails with a
 traceback, and the gate files a receipt for the latest candidate and checks it (HOLD: no canary, no
@@ -20,10 +20,10 @@ from rich.console import Console
 
 from algorithm import Task
 from lightningrl.config import LightningRLConfig
+from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.local_stack import local_stack
 from lightningrl.release import build_receipt, check_receipt
 from lightningrl.rl.loop import LightningRL
-from lightningrl.tinylm import build_tiny_model
 from lightningrl.trainer.config import TrainerConfig
 from lightningstore import LLM, SqlStore
 from lightningstore.gate import gate_records

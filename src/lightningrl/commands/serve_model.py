@@ -1,4 +1,4 @@
-"""`lightningrl serve-model --checkpoint DIR | --resource NAME --store DB` and `lightningrl build-tiny-model`."""
+"""`lightningrl serve-model --checkpoint DIR | --resource NAME --store DB`."""
 
 from __future__ import annotations
 
@@ -49,17 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--vllm-arg", action="append", default=[], help="vllm: one more argument for vLLM (repeatable)"
     )
     parser.set_defaults(func=_serve)
-
-    build = sub.add_parser("build-tiny-model", help="build a seeded tiny Qwen2-style model + tokenizer")
-    build.add_argument("out_dir")
-    build.add_argument("--seed", type=int, default=0)
-    build.add_argument("--tokenizer", choices=["bpe", "word"], default="bpe")
-    build.add_argument("--hidden-size", type=int, default=128)
-    build.add_argument("--layers", type=int, default=2)
-    build.add_argument(
-        "--untied", action="store_true", help="an output head of its own (needed to train behind vLLM)"
-    )
-    build.set_defaults(func=_build)
 
 
 def _checkpoint_of(args: argparse.Namespace) -> str:
@@ -116,18 +105,3 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     )
     exec_vllm(command, vllm_env())
     return 0  # not reached
-
-
-def _build(args: argparse.Namespace) -> int:
-    from lightningrl.tinylm import build_tiny_model
-
-    path = build_tiny_model(
-        args.out_dir,
-        seed=args.seed,
-        tokenizer_kind=args.tokenizer,
-        hidden_size=args.hidden_size,
-        num_layers=args.layers,
-        tie_word_embeddings=not args.untied,
-    )
-    print(path)
-    return 0

@@ -10,9 +10,9 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from lightningrl.serving.bytelevel import token_bytes
 from lightningrl.serving.sequence import Delta
 from lightningrl.serving.tool_calls import parse_tool_calls as parse_calls
-from lightningrl.tinylm.bytelevel import token_bytes
 
 JSON = dict[str, Any]
 _FLOOR = -9999.0  # JSON has no -inf; vLLM reports impossible tokens with this floor as well

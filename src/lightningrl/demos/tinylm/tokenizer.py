@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from lightningrl.tinylm.bytelevel import token_bytes
-from lightningrl.tinylm.spec import TokenizerKind
+from lightningrl.demos.tinylm.spec import TokenizerKind
+from lightningrl.serving.bytelevel import token_bytes
 
 PAD_TOKEN = "<|pad|>"
 IM_START = "<|im_start|>"

@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
+from lightningrl.demos.tinylm.corpus import training_lines
+from lightningrl.demos.tinylm.spec import TinyModelSpec, TokenizerKind
+from lightningrl.demos.tinylm.tokenizer import IM_END, PAD_TOKEN, train_tokenizer
 from lightningrl.quiet import quiet_third_party
-from lightningrl.tinylm.corpus import training_lines
-from lightningrl.tinylm.spec import TinyModelSpec, TokenizerKind
-from lightningrl.tinylm.tokenizer import IM_END, PAD_TOKEN, train_tokenizer
 
 SPEC_FILE = "tinylm_spec.json"
 

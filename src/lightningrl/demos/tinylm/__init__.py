@@ -1,15 +1,15 @@
 """Tiny Qwen2-style causal LMs with locally trained tokenizers, built deterministically from a seed."""
 
-from lightningrl.tinylm.builder import (
+from lightningrl.demos.tinylm.builder import (
     build_model,
     build_tiny_model,
     build_tokenizer,
     load_spec,
     save_tiny_model,
 )
-from lightningrl.tinylm.corpus import base_corpus, training_lines
-from lightningrl.tinylm.spec import TinyModelSpec, TokenizerKind
-from lightningrl.tinylm.tokenizer import (
+from lightningrl.demos.tinylm.corpus import base_corpus, training_lines
+from lightningrl.demos.tinylm.spec import TinyModelSpec, TokenizerKind
+from lightningrl.demos.tinylm.tokenizer import (
     CHAT_TEMPLATE,
     IM_END,
     IM_START,
