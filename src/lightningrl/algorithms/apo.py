@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from algorithm import Algorithm, RolloutOutcome, Task
-from lightningrl.release.plan import file_plan, tasks_snapshot
+from lightningrl.release.plan_filing import file_plan, tasks_snapshot
 from lightningstore import LightningStore, PromptTemplate, ResourceVersion, SpanIn, semconv, spans_of_rollouts
 
 CRITIQUE_SPAN = "lightningrl.apo.critique"

@@ -12,9 +12,9 @@ await rollback(store, gate, receipt.receipt_id, actor="alice")    # back to the 
 from lightningrl.release.bounded_run import BoundedRun, bounded_run
 from lightningrl.release.canary import run_canary
 from lightningrl.release.errors import GateRefusal
-from lightningrl.release.plan import file_plan, tasks_snapshot
+from lightningrl.release.plan_filing import file_plan, tasks_snapshot
 from lightningrl.release.promotion import Promotion, approve, promote
-from lightningrl.release.receipt import build_receipt
+from lightningrl.release.receipt_builder import build_receipt
 from lightningrl.release.report import check_receipt, current_report, with_staleness
 from lightningrl.release.revision import code_revision
 from lightningrl.release.rollback import drill_rollback, rollback

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightningrl.release.inputs import CheckInputs
-from lightningrl.release.plan import descends_from
+from lightningrl.release.plan_filing import descends_from
 from lightningrl.release.selection import holdout_snapshot, train_snapshot
 from lightningrl.release.spans import KIND_ATTRIBUTES, kinds_of
 from lightningstore import LightningStore, Rollout, spans_of_rollouts

@@ -24,7 +24,7 @@ from lightningrl.credit import (
 )
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.models.adapter import model_config
-from lightningrl.release.plan import file_plan, tasks_snapshot
+from lightningrl.release.plan_filing import file_plan, tasks_snapshot
 from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
 from lightningrl.rl.continuous import VersionLineage, skip_counts
@@ -94,7 +94,7 @@ class LightningRL(Algorithm):
         self.bound_resources: dict[str, str] = {}
         """Other resources every rollout is bound to beside the trained LLM (name -> version id)."""
         self.plan_id: str | None = None
-        """The training plan this run filed before its first step (see `lightningrl.release.plan`)."""
+        """The training plan this run filed before its first step (see `lightningrl.release.plan_filing`)."""
         self.lineage = VersionLineage(store)
         self.servers: PolicyServers | None = None
         """The LLM's endpoints and the version they serve (set when the run starts)."""
