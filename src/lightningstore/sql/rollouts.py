@@ -13,8 +13,7 @@ from lightningstore.attempt import AttemptedRollout
 from lightningstore.errors import ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError
 from lightningstore.finite import refuse_non_finite
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
-from lightningstore.sql import statements as q
-from lightningstore.sql import tables as t
+from lightningstore.sql import statements, tables
 from lightningstore.sql.database import new_id, parse_enum
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import rollout_from_row
@@ -60,7 +59,7 @@ class SqlRollouts(SqlPart):
             if len(given) != len(set(given)):
                 raise InvalidInputError("rollout_id", "the same rollout_id appears twice in one request")
             existing = self._existing(conn, given)
-            base_seq = q.MAX_QUEUE_SEQ.run(conn).rows[0]["max_seq"]
+            base_seq = statements.MAX_QUEUE_SEQ.run(conn).rows[0]["max_seq"]
             result: list[Rollout] = []
             new_rows: list[dict[str, Any]] = []
             for i, (req, rollout, row) in enumerate(zip(requests, fresh, rows, strict=True)):
@@ -75,7 +74,7 @@ class SqlRollouts(SqlPart):
                 new_rows.append({**row, "queue_seq": base_seq + i + 1})
                 result.append(rollout)
             if new_rows:
-                q.INSERT_ROLLOUT.run(conn, new_rows)
+                statements.INSERT_ROLLOUT.run(conn, new_rows)
             return result
 
         return await self._db.write(_tx, rows=len(rows))
@@ -85,9 +84,9 @@ class SqlRollouts(SqlPart):
         if not ids:
             return {}
         if len(ids) == 1 or self._db.dialect == "sqlite":
-            found = (q.SELECT_ROLLOUT.run(conn, {"rollout_id": i}).first() for i in ids)
+            found = (statements.SELECT_ROLLOUT.run(conn, {"rollout_id": i}).first() for i in ids)
             return {row["rollout_id"]: rollout_from_row(row) for row in found if row is not None}
-        rows = conn.execute(sa.select(t.rollouts).where(t.rollouts.c.rollout_id.in_(ids)))
+        rows = conn.execute(sa.select(tables.rollouts).where(tables.rollouts.c.rollout_id.in_(ids)))
         return {r.rollout_id: r for r in (rollout_from_row(row._mapping) for row in rows)}
 
     async def dequeue_many_rollouts(
@@ -98,7 +97,7 @@ class SqlRollouts(SqlPart):
         await self.maybe_sweep()
 
         def _tx(conn: sa.Connection) -> list[AttemptedRollout]:
-            rows = q.OLDEST_WAITING[self._db.dialect].run(conn, {"limit": limit}).rows
+            rows = statements.OLDEST_WAITING[self._db.dialect].run(conn, {"limit": limit}).rows
             return self._life.open_attempts(conn, [rollout_from_row(row) for row in rows], worker_id)
 
         return await self._db.write(_tx)
@@ -106,7 +105,7 @@ class SqlRollouts(SqlPart):
     async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
         def _tx(conn: sa.Connection) -> AttemptedRollout:
             rollout = self._life.get_rollout(conn, rollout_id, lock=True)
-            if rollout.status.value not in q.WAITING:
+            if rollout.status.value not in statements.WAITING:
                 raise IllegalTransitionError(
                     "rollout", rollout_id, rollout.status.value, RolloutStatus.PREPARING.value
                 )
@@ -146,7 +145,9 @@ class SqlRollouts(SqlPart):
                 values["resources_id"] = resources_id
             if values:  # rare: built per call
                 conn.execute(
-                    sa.update(t.rollouts).where(t.rollouts.c.rollout_id == rollout_id).values(**values)
+                    sa.update(tables.rollouts)
+                    .where(tables.rollouts.c.rollout_id == rollout_id)
+                    .values(**values)
                 )
                 rollout = self._life.get_rollout(conn, rollout_id)
             if new_status is not UNSET and new_status != rollout.status:
