@@ -71,7 +71,7 @@ class CpuMeter:
 
 def warmed_model(work: Path, warmup_steps: int) -> Path:
     from lightningrl.demos.tinylm import build_tiny_model
-    from lightningrl.warmup import WarmupConfig, supervised_warmup
+    from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 
     train, _ = split_tasks(0)
     base = build_tiny_model(

@@ -9,7 +9,7 @@ from openai import AsyncOpenAI
 
 from algorithm import Evaluate, Task
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.warmup import WarmupConfig, supervised_warmup
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 from lightningstore import LLM, LightningStore, ResourceVersion
 
 PROMPTS = ["Pick a or b.", "Choose a or b.", "Say a or b."]

@@ -30,7 +30,7 @@ from tasks import SYSTEM, CalcTask, demonstrations, split_tasks, vocabulary  # n
 
 from lightningrl import fit  # noqa: E402
 from lightningrl.config import LightningRLConfig  # noqa: E402
-from lightningrl.demo_flags import (  # noqa: E402
+from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
@@ -38,7 +38,7 @@ from lightningrl.demo_flags import (  # noqa: E402
     report_heldout,
 )
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.warmup import supervised_warmup  # noqa: E402
+from lightningrl.demos.warmup import supervised_warmup  # noqa: E402
 
 
 def as_rows(tasks: list[CalcTask]) -> list[dict]:

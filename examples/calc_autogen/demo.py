@@ -37,14 +37,14 @@ from examples.calc_autogen.agent import (  # noqa: E402
 from examples.calc_autogen.tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 from examples.calc_autogen.tools import add, mul, sub  # noqa: E402
 from lightningrl import fit  # noqa: E402
-from lightningrl.demo_flags import (  # noqa: E402
+from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
     report_heldout,
 )
-from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup  # noqa: E402
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
+from lightningrl.demos.two_phase import add_two_phase_flags, two_phase_warmup  # noqa: E402
 
 
 def openai_tools(kind: str) -> list[dict[str, Any]]:

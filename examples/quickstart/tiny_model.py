@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.warmup import WarmupConfig, supervised_warmup
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 
 COMMANDS = {"mirror": ["reverse", "flip", "mirror", "turn around"]}
 WORDS = ["cat", "dog", "sun", "tree", "lamp", "rock", "bird", "fish", "moon", "road", "cup", "hat"]

@@ -29,15 +29,15 @@ from rich.console import Console  # noqa: E402
 from tasks import RagTask, demonstrations, split_tasks, vocabulary, warmup_tasks  # noqa: E402
 
 from lightningrl import fit  # noqa: E402
-from lightningrl.demo_flags import (  # noqa: E402
+from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
     heldout_slices,
     report_heldout,
 )
-from lightningrl.demo_warmup import add_two_phase_flags, call_checks, two_phase_warmup  # noqa: E402
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
+from lightningrl.demos.two_phase import add_two_phase_flags, call_checks, two_phase_warmup  # noqa: E402
 from lightningstore import SqlStore  # noqa: E402
 
 

@@ -32,16 +32,16 @@ from rich.console import Console  # noqa: E402
 from examples.sql.agent import sql_agent, tool_schemas  # noqa: E402
 from examples.sql.tasks import SqlTask, checker_cases, demonstrations, split_tasks, vocabulary  # noqa: E402
 from lightningrl import fit  # noqa: E402
-from lightningrl.demo_flags import (  # noqa: E402
+from lightningrl.demos.demonstrations import encode_demonstration  # noqa: E402
+from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
     report_heldout,
 )
-from lightningrl.demo_warmup import add_two_phase_flags, call_checks, two_phase_warmup  # noqa: E402
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
+from lightningrl.demos.two_phase import add_two_phase_flags, call_checks, two_phase_warmup  # noqa: E402
 from lightningrl.quiet import quiet_third_party  # noqa: E402
-from lightningrl.warmup import encode_demonstration  # noqa: E402
 
 ROLES = {"writer": frozenset({"writer"}), "both": frozenset({"writer", "checker"})}
 

@@ -72,7 +72,7 @@ def _warm_model(
     lr: float = 3e-3,
 ) -> Path:
     from lightningrl.demos.tinylm import build_tiny_model
-    from lightningrl.warmup import WarmupConfig, supervised_warmup
+    from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 
     base = build_tiny_model(
         out / "base",

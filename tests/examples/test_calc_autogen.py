@@ -17,8 +17,9 @@ from transformers import AutoTokenizer
 
 from lightningrl import fit
 from lightningrl.credit.calls import is_llm_span
+from lightningrl.demos.demonstrations import encode_demonstration
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 from lightningstore import Span, SqlStore, semconv
 
 ROOT = Path(__file__).resolve().parents[2]

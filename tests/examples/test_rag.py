@@ -30,11 +30,12 @@ from examples.rag.tasks import (
 )
 from lightningrl import fit
 from lightningrl.credit.calls import is_llm_span
+from lightningrl.demos.demonstrations import encode_demonstration
 from lightningrl.demos.tinylm import build_tiny_model
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 from lightningrl.serving.protocol import ChatCompletionRequest
 from lightningrl.serving.service import chat_encoder
 from lightningrl.serving.tool_prompt import renders_tools
-from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup
 from lightningstore import Span, SqlStore, semconv
 
 SEED = 0

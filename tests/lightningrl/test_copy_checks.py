@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from lightningrl.demos.copy_checks import CopyCheck, copied_share, encode_check
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.warmup import CopyCheck, WarmupConfig, copied_share, encode_check, supervised_warmup
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 
 ASK = [{"role": "user", "content": "copy red"}]
 DEMOS = [(ASK, "say red")] * 4

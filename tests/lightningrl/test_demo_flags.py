@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lightningrl.demo_flags import (
+from lightningrl.demos.flags import (
     DemoDefaults,
     add_demo_flags,
     demo_rl_config,

@@ -10,10 +10,10 @@ import torch
 from rich.console import Console
 from safetensors.torch import load_file
 
-from lightningrl.demo_flags import DemoDefaults, add_demo_flags
-from lightningrl.demo_warmup import add_two_phase_flags, two_phase_warmup
+from lightningrl.demos.copy_checks import CopyCheck
+from lightningrl.demos.flags import DemoDefaults, add_demo_flags
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.warmup import CopyCheck
+from lightningrl.demos.two_phase import add_two_phase_flags, two_phase_warmup
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 MESSAGES = [{"role": "user", "content": "add 1 2"}]

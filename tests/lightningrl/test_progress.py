@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 
 from lightningrl.demos.tinylm import build_tiny_model
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 from lightningrl.rl.progress import StepProgress, step_info
-from lightningrl.warmup import WarmupConfig, supervised_warmup
 
 WARMUP_LINE = re.compile(r"^warm-up step (\d+)/(\d+)  loss \d+\.\d{3}  \d+\.\d steps/s$")
 

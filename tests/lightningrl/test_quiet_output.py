@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
     from lightningrl.serving.service import InferenceService
     from lightningrl.demos.tinylm import build_tiny_model
     from lightningrl.trainer import TrainerConfig, VerlActorTrainer
-    from lightningrl.warmup import WarmupConfig, supervised_warmup
+    from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 
     root = Path(sys.argv[1])
     base = build_tiny_model(root / "base", seed=0, tokenizer_kind="word", hidden_size=32, num_heads=2)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
+from lightningrl.demos.demonstrations import encode_demonstration
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.warmup import WarmupConfig, encode_demonstration, supervised_warmup
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 MESSAGES = [{"role": "user", "content": "add 1 2"}]

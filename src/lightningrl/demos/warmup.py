@@ -7,21 +7,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from rich.console import Console
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from lightningrl.demos.copy_checks import CopyCheck, copied_share, encode_check
+from lightningrl.demos.demonstrations import Demonstration, encode_demonstration
 from lightningrl.quiet import quiet_third_party
 from lightningrl.rl.progress import StepProgress
-from lightningrl.serving.tool_calls import template_tool_calls
-
-Demonstration = tuple[list[dict[str, Any]], str] | tuple[list[dict[str, Any]], str, list[dict[str, Any]]]
-"""(chat messages up to the model's turn, the completion the model should write[, the tools offered]).
-
-With tools (OpenAI `tools=`), the prompt renders as the inference server renders a request that
-offers them; assistant messages may carry OpenAI `tool_calls` (arguments as JSON strings)."""
 
 
 @dataclass(frozen=True)
@@ -56,75 +50,6 @@ class WarmupConfig:
     def open_ended(self) -> bool:
         """True when a target (loss or copies) may carry training past `steps`."""
         return (self.until_loss is not None or self.until_copied is not None) and bool(self.max_steps)
-
-
-def encode_demonstration(
-    tokenizer,
-    messages: list[dict[str, Any]],
-    completion: str,
-    tools: list[dict[str, Any]] | None = None,
-) -> tuple[list[int], list[int]]:
-    """(prompt ids as the chat template renders them for generation, completion ids + eos).
-
-    `tools` and assistant `tool_calls` render as the inference server renders them (arguments as objects)."""
-    conversation = [
-        {**m, "tool_calls": template_tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")}
-        if m.get("tool_calls")
-        else m
-        for i, m in enumerate(messages)
-    ]
-    prompt = tokenizer.apply_chat_template(
-        conversation, tools=tools or None, add_generation_prompt=True, tokenize=True
-    )
-    if hasattr(prompt, "keys"):  # transformers 5 hands back a BatchEncoding
-        prompt = prompt["input_ids"]
-    completion_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    return list(prompt), completion_ids
-
-
-@dataclass(frozen=True)
-class CopyCheck:
-    """A demonstration whose completion is fixed once its `prefix` is written: the prefix holds the
-    demonstration's random choice (`plus add`), and the rest must follow from it and the prompt (the tool
-    call copying the choice and the question's words)."""
-
-    demonstration: Demonstration
-    prefix: str = ""
-
-
-EncodedCheck = tuple[list[int], list[int], int]
-"""(prompt ids, completion ids, how many completion ids the prefix takes)."""
-
-
-def encode_check(tokenizer, check: CopyCheck) -> EncodedCheck:
-    prompt, completion = encode_demonstration(tokenizer, *check.demonstration)
-    prefix = tokenizer(check.prefix, add_special_tokens=False)["input_ids"] if check.prefix else []
-    if completion[: len(prefix)] != prefix:
-        raise ValueError(f"CopyCheck.prefix {check.prefix!r} does not tokenize as its completion's start")
-    return prompt, completion, len(prefix)
-
-
-def copied_share(model, tokenizer, checks: Sequence[EncodedCheck]) -> float:
-    """Share of `checks` whose completion after the prefix is the model's greedy choice at every token
-    (teacher-forced, one batched forward pass)."""
-    if not checks:
-        raise ValueError("copied_share needs at least one check")
-    length = max(len(p) + len(c) for p, c, _ in checks)
-    ids = torch.full((len(checks), length), tokenizer.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(checks), length), dtype=torch.long)
-    for row, (p, c, _) in enumerate(checks):
-        ids[row, : len(p) + len(c)] = torch.tensor(p + c)
-        mask[row, : len(p) + len(c)] = 1
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        predicted = model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
-    model.train(was_training)
-    copied = 0
-    for row, (p, c, start) in enumerate(checks):
-        guesses = predicted[row, len(p) + start - 1 : len(p) + len(c) - 1].tolist()
-        copied += guesses == c[start:]
-    return copied / len(checks)
 
 
 def warmup_cosine(step: int, total: int, warmup_fraction: float = 0.05, floor: float = 0.1) -> float:

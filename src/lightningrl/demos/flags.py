@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightningrl.config import LightningRLConfig
+from lightningrl.demos.warmup import WarmupConfig
 from lightningrl.result import TrainResult
 from lightningrl.rl.advantages import AdvantageConfig
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.loss import PolicyLossConfig
-from lightningrl.warmup import WarmupConfig
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from typing import Any
 from rich.console import Console
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from lightningrl.demo_flags import demo_warmup_config
+from lightningrl.demos.copy_checks import CopyCheck, copied_share, encode_check
+from lightningrl.demos.flags import demo_warmup_config
 from lightningrl.demos.tinylm import load_spec, save_tiny_model
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 from lightningrl.quiet import quiet_third_party
-from lightningrl.warmup import CopyCheck, WarmupConfig, copied_share, encode_check, supervised_warmup
 
 Demonstration = tuple[Any, ...]
 """(messages, completion) or (messages, completion, tools), as `supervised_warmup` takes them."""
