@@ -1,7 +1,9 @@
-"""The house rules on imports, read from the source: packages point down, nothing imports in a circle.
+"""The house rules on imports, read from the source: packages point down, nothing imports in a circle,
+and the library never imports its demos (lightningrl.demos).
 
-Every import statement counts, including ones inside functions (a lazy import is still a dependency);
-only `if TYPE_CHECKING:` blocks are left out, since they never run.
+Every import statement counts, including ones inside functions (a lazy import is still a dependency).
+`if TYPE_CHECKING:` blocks count for circles and for the demos (a type-only import still ties the two
+together); the layering rules leave them out, since they never run.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ LIGHTNINGSTORE_LAYERS = (
     ("lightningstore.proxy", "lightningstore.gate"),
     ("lightningstore",),
 )
+# Demo code (tiny models, warm-ups, the demos' flags): examples/, tests/ and bench/ import it, the
+# library does not. The CLI loads its commands by name (lightningrl.cli.COMMAND_PACKAGES), not by import.
+DEMOS = "lightningrl.demos"
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -48,24 +53,25 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _import_nodes(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+def _import_nodes(tree: ast.AST, type_checking: bool) -> Iterator[ast.Import | ast.ImportFrom]:
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if not type_checking and isinstance(node, ast.If) and _is_type_checking(node):
             for other in node.orelse:
-                yield from _import_nodes(ast.Module(body=[other], type_ignores=[]))
+                yield from _import_nodes(ast.Module(body=[other], type_ignores=[]), type_checking)
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        yield from _import_nodes(node)
+        yield from _import_nodes(node, type_checking)
 
 
-def _graph() -> dict[str, set[str]]:
-    """module -> the modules of ours it imports (`from a import b` counts as a.b when b is a module)."""
+def _graph(type_checking: bool = False) -> dict[str, set[str]]:
+    """module -> the modules of ours it imports (`from a import b` counts as a.b when b is a module);
+    `type_checking`: the imports of `if TYPE_CHECKING:` blocks count too."""
     modules = _modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rpartition(".")[0]
-        for node in _import_nodes(ast.parse(path.read_text(), str(path))):
+        for node in _import_nodes(ast.parse(path.read_text(), str(path)), type_checking):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -140,6 +146,20 @@ def _layer(module: str) -> int | None:
     return None
 
 
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _imports_of_demos(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of lightningrl.demos from modules outside it."""
+    return sorted(
+        f"{source} imports {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if _inside(target, DEMOS) and not _inside(source, DEMOS)
+    )
+
+
 def _upward_arrows(graph: dict[str, set[str]]) -> list[str]:
     """Imports inside lightningstore that point at a higher layer than their own."""
     return sorted(
@@ -151,13 +171,13 @@ def _upward_arrows(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_no_module_imports_itself_through_a_loop() -> None:
-    assert _cycles(_graph()) == []
+    assert _cycles(_graph(type_checking=True)) == []
 
 
 def test_no_two_subpackages_import_each_other() -> None:
     modules = _modules()
     packages = {name for name, (_, is_package) in modules.items() if is_package}
-    grouped = _edges_between(_graph(), lambda m: _subpackage(m, packages))
+    grouped = _edges_between(_graph(type_checking=True), lambda m: _subpackage(m, packages))
     assert _cycles(grouped) == []
 
 
@@ -189,3 +209,32 @@ def test_the_checker_sees_a_module_pointing_up() -> None:
         "lightningstore.client imports lightningstore.server.schemas",
         "lightningstore.gate.routes imports lightningstore.server.auth",
     ]
+
+
+def test_only_the_demos_import_the_demos() -> None:
+    assert _imports_of_demos(_graph(type_checking=True)) == []
+
+
+def test_the_checker_sees_the_library_importing_a_demo() -> None:
+    graph = {
+        "lightningrl.serving.responses": {"lightningrl.demos.tinylm", "lightningrl.serving.bytelevel"},
+        "lightningrl.demos.warmup": {"lightningrl.demos.copy_checks", "lightningrl.quiet"},
+        "lightningrl.demonstrations": {"lightningrl.demos"},
+    }
+    assert _imports_of_demos(graph) == [
+        "lightningrl.demonstrations imports lightningrl.demos",
+        "lightningrl.serving.responses imports lightningrl.demos.tinylm",
+    ]
+
+
+def test_type_checking_imports_count_only_when_asked() -> None:
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import lightningrl.demos\nelse:\n    import lightningrl.quiet\n"
+    )
+
+    def names(type_checking: bool) -> list[str]:
+        return [alias.name for node in _import_nodes(tree, type_checking) for alias in node.names]
+
+    assert names(False) == ["TYPE_CHECKING", "lightningrl.quiet"]
+    assert names(True) == ["TYPE_CHECKING", "lightningrl.demos", "lightningrl.quiet"]

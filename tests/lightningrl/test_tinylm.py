@@ -121,3 +121,20 @@ def test_spec_rejects_inconsistent_heads() -> None:
         TinyModelSpec(hidden_size=64, num_heads=3)
     with pytest.raises(ValueError, match="num_kv_heads"):
         TinyModelSpec(hidden_size=64, num_heads=4, num_kv_heads=3)
+
+
+def test_the_cli_builds_a_tiny_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lightningrl.cli import main
+
+    out = tmp_path / "cli"
+    assert (
+        main(["build-tiny-model", str(out), "--seed", "3", "--tokenizer", "word", "--hidden-size", "32"]) == 0
+    )
+    assert capsys.readouterr().out.strip() == str(out)
+    spec = TinyModelSpec.model_validate_json((out / "tinylm_spec.json").read_text())
+    assert (spec.seed, spec.tokenizer_kind, spec.hidden_size, spec.tie_word_embeddings) == (
+        3,
+        "word",
+        32,
+        True,
+    )
