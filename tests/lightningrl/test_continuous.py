@@ -161,7 +161,9 @@ async def test_freshness_skips_stale_and_unversioned_rollouts(tmp_path: Path) ->
         bound = await store.add_resource_set({"llm": version.version_id})
         rollouts[label] = await store.enqueue_rollout({"q": label}, resources_id=bound.resources_id)
     rollouts["nobody"] = await store.enqueue_rollout({"q": "nobody"})  # no resource set, no LLM call
-    fresh, skipped = await rl.lineage.split_fresh(v2, list(rollouts.values()), {}, config.continuous.max_staleness)
+    fresh, skipped = await rl.lineage.split_fresh(
+        v2, list(rollouts.values()), {}, config.continuous.max_staleness
+    )
     assert [r.rollout_id for r in fresh] == [rollouts["prev"].rollout_id, rollouts["now"].rollout_id]
     assert skipped == {rollouts["old"].rollout_id: "stale", rollouts["nobody"].rollout_id: "unversioned"}
     await store.close()
