@@ -81,11 +81,11 @@ async def test_a_failing_or_useless_optimizer_leaves_the_prompt_in_place(tmp_pat
         await stack.publish_llm(model, model="toy")
         start = await stack.store.add_resource_version("prompt", PromptTemplate(template="{prompt}"))
         down = APOConfig(optimizer_model="openai/none", optimizer_base_url=f"http://127.0.0.1:{free_port()}/v1",
-                         rounds=1, beam=1, rollouts_per_task=4, optimizer_timeout=10, step_timeout=240)  # fmt: skip
+                         rounds=1, beam=1, rollouts_per_task=16, optimizer_timeout=10, step_timeout=240)  # fmt: skip
         failed = await APO(stack.store, TRAIN, VAL, down).run()
         # The toy model answers "a" or "b": never a template that keeps {prompt}.
         useless = APOConfig(optimizer_model="openai/toy", optimizer_base_url=stack.urls.model_v1,
-                            rounds=1, beam=1, rollouts_per_task=4, step_timeout=240)  # fmt: skip
+                            rounds=1, beam=1, rollouts_per_task=16, step_timeout=240)  # fmt: skip
         rejected = await APO(stack.store, TRAIN, VAL, useless).run()
         versions = await stack.store.list_resource_versions("prompt")
         history = await stack.store.query_pointer_history("prompt", "latest")
