@@ -138,16 +138,16 @@ def _subpackage(module: str, packages: set[str]) -> str:
     return ".".join(parts[:2]) if ".".join(parts[:2]) in packages else parts[0]
 
 
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def _layer(module: str) -> int | None:
     """The index of the lightningstore layer holding `module` (None outside lightningstore)."""
     for depth, layer in enumerate(LIGHTNINGSTORE_LAYERS):
-        if any(module == top or module.startswith(top + ".") for top in layer):
+        if any(_inside(module, top) for top in layer):
             return depth
     return None
-
-
-def _inside(module: str, package: str) -> bool:
-    return module == package or module.startswith(package + ".")
 
 
 def _imports_of_demos(graph: dict[str, set[str]]) -> list[str]:
