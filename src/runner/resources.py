@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from lightningstore import LLM, LightningStore, PromptTemplate, ResourceSet, ResourceVersion, Rollout
 from lightningstore.auth import agent_key
+from lightningstore.resource_resolver import ResourceResolutionError, check_production, resolve
 from lightningstore.semconv import proxy_base_url
 
 DEFAULT_API_KEY = "lightningrl"
-
-
-class ResourceResolutionError(RuntimeError):
-    """The rollout's resources could not be resolved."""
 
 
 @dataclass(frozen=True)
@@ -89,33 +87,18 @@ async def resolve_versions(
     production: bool,
     cache: ResourceSetCache | None = None,
 ) -> list[ResourceVersion]:
-    """The versions an attempt uses: the rollout's set (its `approved` pointers in production)."""
-    if rollout.resources_id is not None:
-        if cache is not None:
-            bound = await cache.get(store, rollout.resources_id)
-        else:
-            bound = await store.get_resources_by_id(rollout.resources_id)
-        if bound is None:
-            raise ResourceResolutionError(
-                f"rollout {rollout.rollout_id} names unknown resources_id {rollout.resources_id!r}"
-            )
-        names = list(bound.versions)
-        versions = list(bound.versions.values())
-    else:
-        bound = await store.get_latest_resources()
-        versions = list(bound.versions.values()) if bound is not None else []
-        names = [v.name for v in versions]
-        if production and bound is None:
-            names = sorted({v.name for v in await store.list_resource_versions()})
-    if not production:
-        return versions
-    approved: list[ResourceVersion] = []
-    for name in names:
-        version = await store.get_approved_version(name)
-        if version is None:
-            raise ResourceResolutionError(f"resource {name!r} has no approved version (production mode)")
-        approved.append(version)
-    return approved
+    """The versions an attempt uses, by `lightningstore.resource_resolver`'s rule: the rollout's set, else
+    the `approved` pointers; a production runner refuses a set naming an unapproved version."""
+    get_set = partial(cache.get, store) if cache is not None else None
+    try:
+        resolved = await resolve(store, rollout.resources_id, get_set=get_set)
+        if resolved.missing:
+            raise ResourceResolutionError(f"resource {resolved.missing[0]!r} has no approved version")
+        if production:
+            await check_production(store, resolved)
+    except ResourceResolutionError as error:
+        raise ResourceResolutionError(f"rollout {rollout.rollout_id}: {error}") from None
+    return list(resolved.versions.values())
 
 
 def build_resources(

@@ -237,9 +237,17 @@ async def test_resources_training_production_proxy_and_agent_key(sql_store: SqlS
     assert train.llm.sampling == {"temperature": 1.0, "top_p": 1.0}
     assert seen["val"].llm.sampling == {"temperature": 0.7} and "/mode/val/v1" in seen["val"].llm.base_url
 
-    # Production follows the gate: the approved version (the first), not the set's newer candidate.
-    await sql_store.enqueue_rollout("prod", resources_id=newer.resources_id)
-    assert (await make_runner(sql_store, capture, production=True).run(max_rollouts=1)).succeeded == 1
+    # Production follows the gate: a rollout without a set gets the approved version (the first); one
+    # bound to the newer candidate is refused, not run on another version than the one it names.
+    once = RolloutConfig(max_attempts=1)
+    await sql_store.enqueue_rollout("bound", resources_id=newer.resources_id, rollout_id="bound", config=once)
+    await sql_store.enqueue_rollout("prod")
+    summary = await make_runner(sql_store, capture, production=True).run(max_rollouts=2)
+    assert (summary.succeeded, summary.failed) == (1, 1) and "bound" not in seen
+    (refused,) = await sql_store.query_attempts("bound")
+    newer_id, first_id = newer.versions["policy"].version_id, first.versions["policy"].version_id
+    reason = str(refused.failure_reason)
+    assert f"'policy' version {newer_id}, but its approved version is {first_id}" in reason
     prod = seen["prod"]
     assert prod.llm.version_id == first.versions["policy"].version_id
     assert prod.llm.base_url == "http://model-a:8000/v1" and prod.llm.api_key == "lightningrl"

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lightningstore import LLM, LightningStore, Rollout, RolloutConfig, RolloutMode, RolloutStatus
 from lightningstore.proxy import ProxyConfig
-from lightningstore.proxy.binding import Bindings
+from lightningstore.proxy.binding import bind
 from runner.resources import ResourceResolutionError, resolve_versions
 
 PROBE_ID = "gate-routing-probe"
@@ -46,39 +45,25 @@ async def resolve_version(store: LightningStore, version_id: str | None) -> Reso
     return Resolution(True, f"version {version_id} resolves ({version.resource.kind})")
 
 
-class _ProbeStore:
-    """The store, except that one rollout id names a production rollout with no resource set."""
-
-    def __init__(self, store: LightningStore) -> None:
-        self._store = store
-        self.probe = Rollout(
-            rollout_id=PROBE_ID,
-            input=None,
-            mode=RolloutMode.TEST,
-            config=RolloutConfig(),
-            status=RolloutStatus.RUNNING,
-            enqueue_time=time.time(),
-        )
-
-    async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
-        return self.probe if rollout_id == PROBE_ID else await self._store.get_rollout_by_id(rollout_id)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-
 async def production_routes(store: LightningStore, name: str) -> dict[str, str | None]:
     """The version of `name` a production rollout (no resources_id) gets now: from the runner's resolution
     and, for an LLM, from the proxy's binding. Nothing is written."""
-    probe = _ProbeStore(store)
+    probe = Rollout(
+        rollout_id=PROBE_ID,
+        input=None,
+        mode=RolloutMode.TEST,
+        config=RolloutConfig(),
+        status=RolloutStatus.RUNNING,
+        enqueue_time=time.time(),
+    )
     routes: dict[str, str | None] = {}
     try:
-        versions = await resolve_versions(store, probe.probe, production=True)
+        versions = await resolve_versions(store, probe, production=True)
         routes["runner"] = next((v.version_id for v in versions if v.name == name), None)
     except ResourceResolutionError:
         routes["runner"] = None
     approved = await store.get_approved_version(name)
     if approved is not None and isinstance(approved.resource, LLM):
-        binding = await Bindings(probe, ProxyConfig(resource_name=name, pointer_ttl_s=0)).get(PROBE_ID)  # type: ignore[arg-type]
+        binding = await bind(store, ProxyConfig(resource_name=name, pointer_ttl_s=0), PROBE_ID, None)
         routes["proxy"] = binding.llms[0].version_id if binding.llms else None
     return routes

@@ -11,6 +11,7 @@ from lightningstore.errors import NotFoundError
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.resource import LLM, ResourceVersion
+from lightningstore.resource_resolver import ResourceResolutionError, resolve
 from lightningstore.store import LightningStore
 
 PREFERRED_NAMES = ("llm", "policy")
@@ -90,19 +91,27 @@ class Bindings:
         rollout = await self._store.get_rollout_by_id(rollout_id)
         if rollout is None:
             raise ProxyError(404, f"rollout {rollout_id!r} not found")
-        if rollout.resources_id:
-            resources = await self._store.get_resources_by_id(rollout.resources_id)
-            versions = sorted(resources.versions.items()) if resources is not None else []
-            missing = f"resource set {rollout.resources_id!r} of rollout {rollout_id!r} has no LLM resource"
-            # A rollout's resource set is frozen once set: this answer never goes stale.
-            return Binding(rollout_id, _bound(versions), missing, None)
-        name = self._config.resource_name
-        version = await self._store.get_approved_version(name)
-        missing = (
-            f"rollout {rollout_id!r} has no resources_id and resource {name!r} has no approved LLM version"
-        )
-        expires = time.monotonic() + self._config.pointer_ttl_s
-        return Binding(rollout_id, _bound([(name, version)] if version else []), missing, expires)
+        return await bind(self._store, self._config, rollout_id, rollout.resources_id)
+
+
+async def bind(
+    store: LightningStore, config: ProxyConfig, rollout_id: str, resources_id: str | None
+) -> Binding:
+    """The binding of a rollout naming `resources_id` (None: no set), by `resource_resolver`'s rule: the
+    set's LLMs, else `config.resource_name`'s approved version (kept `pointer_ttl_s`)."""
+    if resources_id:
+        missing = f"resource set {resources_id!r} of rollout {rollout_id!r} has no LLM resource"
+        try:
+            resolved = await resolve(store, resources_id)
+        except ResourceResolutionError:
+            return Binding(rollout_id, (), missing, None)
+        # A rollout's resource set is frozen once set: this answer never goes stale.
+        return Binding(rollout_id, _bound(sorted(resolved.versions.items())), missing, None)
+    name = config.resource_name
+    resolved = await resolve(store, None, [name])
+    missing = f"rollout {rollout_id!r} has no resources_id and resource {name!r} has no approved LLM version"
+    expires = time.monotonic() + config.pointer_ttl_s
+    return Binding(rollout_id, _bound(list(resolved.versions.items())), missing, expires)
 
 
 async def check_attempt(store: LightningStore, rollout_id: str, attempt_id: str) -> None:
