@@ -8,9 +8,10 @@ current span as W3C `traceparent` and the agent name as a header, so the proxy's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,30 +137,44 @@ def _start_attributes(kind: Kind, kwargs: dict[str, Any], base_url: str) -> dict
     return {**request_attributes(kind, kwargs, SYSTEM), semconv.LLM_UPSTREAM: base_url}
 
 
+@dataclass
+class _Call:
+    """What the wrapped call answered, for the span to record when it closes."""
+
+    response: Any = None
+
+
+@contextlib.contextmanager
+def _call_span(context: AttemptContext, client: Any, kind: Kind, kwargs: dict[str, Any]) -> Iterator[_Call]:
+    """One LLM span around a call: the error if it raises, else the response the caller set on `_Call`."""
+    attributes = _start_attributes(kind, kwargs, _base_url(client))
+    with context.tracer.start_as_current_span(
+        span_name(kind),
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        started = time.perf_counter()
+        call = _Call()
+        try:
+            yield call
+        except BaseException as error:
+            _fail(span, kind, error)
+            raise
+        _finish(span, kind, call.response, started)
+
+
 def _sync_wrapper(original: Callable[..., Any], kind: Kind) -> Callable[..., Any]:
     @functools.wraps(original)
     def create(self: Any, *args: Any, **kwargs: Any) -> Any:
         context = _should_record(self, kwargs)
         if context is None:
-            kwargs = _with_proxy_headers(self, kwargs)
-            return original(self, *args, **kwargs)
+            return original(self, *args, **_with_proxy_headers(self, kwargs))
         kwargs = _with_token_request(kind, kwargs)
-        attributes = _start_attributes(kind, kwargs, _base_url(self))
-        with context.tracer.start_as_current_span(
-            span_name(kind),
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            started = time.perf_counter()
-            try:
-                response = original(self, *args, **kwargs)
-            except BaseException as error:
-                _fail(span, kind, error)
-                raise
-            _finish(span, kind, response, started)
-            return response
+        with _call_span(context, self, kind, kwargs) as call:
+            call.response = original(self, *args, **kwargs)
+        return call.response
 
     return create
 
@@ -169,24 +184,10 @@ def _async_wrapper(original: Callable[..., Any], kind: Kind) -> Callable[..., An
     async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
         context = _should_record(self, kwargs)
         if context is None:
-            kwargs = _with_proxy_headers(self, kwargs)
-            return await original(self, *args, **kwargs)
+            return await original(self, *args, **_with_proxy_headers(self, kwargs))
         kwargs = _with_token_request(kind, kwargs)
-        attributes = _start_attributes(kind, kwargs, _base_url(self))
-        with context.tracer.start_as_current_span(
-            span_name(kind),
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            started = time.perf_counter()
-            try:
-                response = await original(self, *args, **kwargs)
-            except BaseException as error:
-                _fail(span, kind, error)
-                raise
-            _finish(span, kind, response, started)
-            return response
+        with _call_span(context, self, kind, kwargs) as call:
+            call.response = await original(self, *args, **kwargs)
+        return call.response
 
     return create
