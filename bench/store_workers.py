@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import psutil
@@ -63,10 +65,11 @@ def postgres_cpu() -> float:
     return cpu_seconds([p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"])
 
 
-def start(db: str, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+def start(db: str, workers: int, log: IO[bytes] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the server on `db` (its output to `log` when given) and wait, bounded, for /healthz."""
     port = _free_port()
     command = [sys.executable, "-m", "lightningstore.server", "--db", db, "--port", str(port)]
-    proc = subprocess.Popen([*command, "--workers", str(workers)])
+    proc = subprocess.Popen([*command, "--workers", str(workers)], stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -108,6 +111,21 @@ def fresh_pg_database(server_url: str) -> str:
     return server_url.rsplit("/", 1)[0] + f"/{name}"
 
 
+@contextlib.contextmanager
+def postgres(url: str | None) -> Iterator[str]:
+    """`url` as given, else a throwaway cluster from scripts/pg-throwaway (fsync off), stopped on exit."""
+    if url:
+        yield url
+        return
+    script = str(HERE.parent / "scripts" / "pg-throwaway")
+    started = subprocess.run([script, "start"], capture_output=True, text=True, check=True)
+    env = dict(line.removeprefix("export ").split("=", 1) for line in started.stdout.split("\n") if line)
+    try:
+        yield env["LIGHTNINGRL_TEST_PG_URL"]
+    finally:
+        subprocess.run([script, "stop", env["LIGHTNINGRL_PG_DIR"]], check=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pg-url", default=os.environ.get("LIGHTNINGRL_TEST_PG_URL"))
@@ -120,14 +138,8 @@ def main() -> None:
         "--batch", action="store_true", help="one add_many_spans per rollout (default: add_span each)"
     )
     args = parser.parse_args()
-    pg_dir = None
-    pg_url = args.pg_url
-    if not pg_url:
-        started = subprocess.run([str(HERE.parent / "scripts" / "pg-throwaway"), "start"], capture_output=True, text=True, check=True)  # fmt: skip
-        env = dict(line.removeprefix("export ").split("=", 1) for line in started.stdout.split("\n") if line)
-        pg_url, pg_dir = env["LIGHTNINGRL_TEST_PG_URL"], env["LIGHTNINGRL_PG_DIR"]
     rows: dict[str, list[dict[str, Any]]] = {}
-    try:
+    with postgres(args.pg_url) as pg_url:
         with tempfile.TemporaryDirectory() as tmp:
             for k in range(args.repeats):
                 arms = [("SQLite file, 1 process", str(Path(tmp) / f"r{k}.db"), 1)]
@@ -137,9 +149,6 @@ def main() -> None:
                     out = asyncio.run(one_run(db, workers, args.n, args.r, args.s, args.batch))
                     rows.setdefault(label, []).append(out)
                     print(f"repeat {k + 1} {label}: {out['rollouts_per_s']:.1f} rollouts/s", flush=True)
-    finally:
-        if pg_dir:
-            subprocess.run([str(HERE.parent / "scripts" / "pg-throwaway"), "stop", pg_dir], check=False)
     spans = "one add_many_spans per rollout" if args.batch else "add_span each"
     print(
         f"\nN={args.n} R={args.r} S={args.s} ({spans}), {os.cpu_count()} CPUs, median of {args.repeats} (min–max)\n"
