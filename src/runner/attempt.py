@@ -26,7 +26,7 @@ from lightningstore import (
 from runner.agent import LitAgent
 from runner.context import AttemptContext, attempt_scope
 from runner.resources import AgentResources, ResourceSetCache, build_resources, resolve_versions
-from runner.reward import record_reward, rewards_from_result
+from runner.reward import emit_reward, rewards_from_result
 from runner.sink import SpanSink
 from runner.threads import run_in_daemon_thread
 from runner.trace import record_error
@@ -168,7 +168,7 @@ class AttemptExecution:
                 resources = await self._resources()
                 result = await self._call_agent(resources)
                 for name, value, primary in rewards_from_result(result):
-                    record_reward(self.context, value, name=name, primary=primary)
+                    emit_reward(value, name=name, primary=primary, context=self.context)
             except asyncio.CancelledError:
                 reason = self.cancel_reason.value if self.cancel_reason else "cancelled"
                 span.add_event("cancelled", {"reason": reason})

@@ -26,23 +26,16 @@ def emit_reward(
     step: int | None = None,
     span_id: str | None = None,
     primary: bool | None = None,
+    *,
+    context: AttemptContext | None = None,
 ) -> RewardIn:
     """Record a named reward of the current rollout (optionally judging one step or span); returns the row.
 
-    `primary` defaults to `name == "reward"`. The row is written with the attempt's next flush.
+    `primary` defaults to `name == "reward"`. `context` names the attempt explicitly (default: the
+    current one). The row is written with the attempt's next flush.
     """
-    return record_reward(require_attempt("emit_reward"), value, name, step, span_id, primary)
-
-
-def record_reward(
-    context: AttemptContext,
-    value: float,
-    name: str = PRIMARY_REWARD,
-    step: int | None = None,
-    span_id: str | None = None,
-    primary: bool | None = None,
-) -> RewardIn:
-    """`emit_reward` for an explicit attempt."""
+    if context is None:
+        context = require_attempt("emit_reward")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"reward {name!r} must be a finite number, got {value!r}")
     reward = RewardIn(
