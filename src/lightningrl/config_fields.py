@@ -48,15 +48,7 @@ def config_from(value: LightningRLConfig | Mapping[str, Any] | None) -> Lightnin
 
 def dataclass_from_dict(cls: type, data: Mapping[str, Any], path: str) -> Any:
     """`cls(**data)` with nested dicts converted and every value checked against the field's type."""
-    hints = _hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    kwargs = {}
-    for key, value in data.items():
-        if key not in names:
-            raise ValueError(
-                f"unknown key {path}.{key} (given {value!r:.60}); valid keys: {', '.join(names)}"
-            )
-        kwargs[key] = _coerce(value, hints[key], f"{path}.{key}")
+    kwargs = _field_values(cls, data, path, None)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as error:
@@ -66,24 +58,30 @@ def dataclass_from_dict(cls: type, data: Mapping[str, Any], path: str) -> Any:
 def replaced_from_dict(value: Any, data: Mapping[str, Any], path: str) -> Any:
     """`value` (a dataclass) with the fields `data` names replaced, nested dicts replacing inside nested
     dataclasses; unknown keys and wrong types raise naming `path.key` and the value."""
-    cls = type(value)
+    changes = _field_values(type(value), data, path, value)
+    try:
+        return dataclasses.replace(value, **changes)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def _field_values(cls: type, data: Mapping[str, Any], path: str, current: Any) -> dict[str, Any]:
+    """`data` checked against the init fields of `cls`; with `current`, a dict given for a nested
+    dataclass field replaces inside that field's value."""
     hints = _hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
-    changes = {}
+    values: dict[str, Any] = {}
     for key, given in data.items():
         if key not in names:
             raise ValueError(
                 f"unknown key {path}.{key} (given {given!r:.60}); valid keys: {', '.join(names)}"
             )
-        current = getattr(value, key)
-        if dataclasses.is_dataclass(current) and isinstance(given, Mapping):
-            changes[key] = replaced_from_dict(current, given, f"{path}.{key}")
+        inner = None if current is None else getattr(current, key)
+        if dataclasses.is_dataclass(inner) and isinstance(given, Mapping):
+            values[key] = replaced_from_dict(inner, given, f"{path}.{key}")
         else:
-            changes[key] = _coerce(given, hints[key], f"{path}.{key}")
-    try:
-        return dataclasses.replace(value, **changes)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{path}: {error}") from None
+            values[key] = _coerce(given, hints[key], f"{path}.{key}")
+    return values
 
 
 def config_fields(cls: type = LightningRLConfig, prefix: str = "") -> list[ConfigField]:
