@@ -2,6 +2,7 @@
 
     nice -n 10 .venv/bin/python bench/soak.py --minutes 30 --rate 10 --runners 3
     nice -n 10 .venv/bin/python bench/soak.py --minutes 1 --warmup-minutes 0.25   # smoke
+    .venv/bin/python bench/soak.py --from-csv bench/soak_out/rss.csv --title "..."  # table + plot again
 
 Starts `python -m lightningstore.server` on a SQLite file (127.0.0.1), one algorithm process and
 `--runners` runner processes, each a StoreClient:
@@ -28,6 +29,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,13 +191,24 @@ def plot(series: dict[str, Series], warmup_s: float, path: Path, title: str) -> 
     ax.axvline(warmup_s / 60, color="grey", linestyle="--", linewidth=0.8, label="warm-up end")
     ax.set_xlabel("minutes")
     ax.set_ylabel("RSS (MiB)")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(textwrap.fill(title, 100), fontsize=9)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def read_csv(path: Path) -> dict[str, Series]:
+    """The series of an rss.csv that `run_soak` wrote."""
+    series: dict[str, Series] = {}
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            entry = series.setdefault(row["process"], Series(row["process"]))
+            entry.t.append(float(row["t_s"]))
+            entry.rss.append(float(row["rss_mib"]))
+    return series
 
 
 def spawn_client(
@@ -279,6 +292,8 @@ def main() -> None:
     parser.add_argument("--s", type=int, default=6, help="spans per rollout")
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between RSS samples")
     parser.add_argument("--out", default="bench/soak_out")
+    parser.add_argument("--from-csv", default="", help="only print the table and plot of this rss.csv")
+    parser.add_argument("--title", default="", help="with --from-csv: the plot's title")
     parser.add_argument("--role", choices=["soak", "runner", "algorithm"], default="soak")
     parser.add_argument("--url", default="")
     parser.add_argument("--until", type=float, default=0.0)
@@ -289,7 +304,14 @@ def main() -> None:
             f"need minutes > 0, rate >= 1, runners >= 1, s >= 2, sample > 0; got minutes={args.minutes} "
             f"rate={args.rate} runners={args.runners} s={args.s} sample={args.sample}"
         )
-    if args.role == "runner":
+    if args.from_csv:
+        series = read_csv(Path(args.from_csv))
+        print(table(series, args.warmup_minutes * 60))
+        png = Path(args.out) / "rss.png"
+        png.parent.mkdir(parents=True, exist_ok=True)
+        plot(series, args.warmup_minutes * 60, png, args.title or args.from_csv)
+        print(f"plot {png}")
+    elif args.role == "runner":
         print(json.dumps(asyncio.run(run_runner(args.url, args.k, args.until, args.s))))
     elif args.role == "algorithm":
         print(json.dumps(asyncio.run(run_algorithm(args.url, args.until, args.rate, args.backlog))))
