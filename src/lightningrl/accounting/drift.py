@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from lightningrl.counts import Counts
 from lightningrl.credit.calls import llm_calls
 from lightningstore import semconv
 from lightningstore.span import Span
 
 
 @dataclass
-class DriftCounts:
+class DriftCounts(Counts):
     """Calls checked and how many of them a retokenizing system would have got wrong (add to total)."""
 
     calls: int = 0
     response_drift: int = 0
     prompt_checked: int = 0
     prompt_drift: int = 0
-
-    def __add__(self, other: DriftCounts) -> DriftCounts:
-        return DriftCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
     def shares(self) -> dict[str, float]:
         """`response_drift` and `prompt_drift` as shares of the calls checked (absent when none were)."""
@@ -72,12 +70,8 @@ _UNKNOWN: Any = object()
 def rerendered_prompt(attributes: dict[str, Any], tokenizer: Any) -> list[int] | None:
     """The prompt ids a retokenizing system would build from the recorded request; None when the
     chat template cannot render it (that system could not train on the call at all)."""
-    recorded = attributes.get(semconv.LLM_REQUEST_MESSAGES)
-    if not isinstance(recorded, str):
-        return _UNKNOWN
-    try:
-        request = json.loads(recorded)
-    except json.JSONDecodeError:
+    request = _recorded_json(attributes.get(semconv.LLM_REQUEST_MESSAGES))
+    if request is _UNKNOWN:
         return _UNKNOWN
     operation = attributes.get(semconv.GEN_AI_OPERATION)
     try:
@@ -93,10 +87,15 @@ def rerendered_prompt(attributes: dict[str, Any], tokenizer: Any) -> list[int] |
 
 
 def _tools(value: Any) -> list[dict[str, Any]] | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        tools = json.loads(value)
-    except json.JSONDecodeError:
-        return None
+    tools = _recorded_json(value)
     return tools if isinstance(tools, list) and tools else None
+
+
+def _recorded_json(value: Any) -> Any:
+    """A span attribute recorded as JSON text, parsed; `_UNKNOWN` when absent or not JSON."""
+    if not isinstance(value, str):
+        return _UNKNOWN
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return _UNKNOWN

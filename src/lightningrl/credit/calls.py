@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lightningstore import semconv
 from lightningstore.span import Span
 
 DEFAULT_TEMPERATURE = 1.0
+N = TypeVar("N", int, float)
 """The temperature of a call whose span records none: OpenAI-compatible servers' default."""
 
 
@@ -73,9 +74,9 @@ def llm_calls(spans: Iterable[Span]) -> list[LlmCall]:
 def _read_call(index: int, span: Span) -> LlmCall:
     attributes = span.attributes
     agent = attributes.get(semconv.AGENT_NAME, span.resource.get(semconv.AGENT_NAME))
-    prompt_ids = _ints(attributes.get(semconv.LLM_PROMPT_TOKEN_IDS))
-    response_ids = _ints(attributes.get(semconv.LLM_RESPONSE_TOKEN_IDS))
-    logprobs = _floats(attributes.get(semconv.LLM_RESPONSE_LOGPROBS))
+    prompt_ids = _numbers(attributes.get(semconv.LLM_PROMPT_TOKEN_IDS), int)
+    response_ids = _numbers(attributes.get(semconv.LLM_RESPONSE_TOKEN_IDS), int)
+    logprobs = _numbers(attributes.get(semconv.LLM_RESPONSE_LOGPROBS), float)
     return LlmCall(
         index=index,
         span_id=span.span_id,
@@ -123,18 +124,13 @@ def _temperature(value: Any) -> float:
     return DEFAULT_TEMPERATURE
 
 
-def _ints(value: Any) -> tuple[int, ...] | None:
+def _numbers(value: Any, kind: Callable[[Any], N]) -> tuple[N, ...] | None:
     # OTLP ingest may deliver sequences as lists or tuples; anything else is "not recorded".
     if not isinstance(value, list | tuple):
         return None
     try:
-        return tuple(int(v) for v in value)
+        return tuple(kind(v) for v in value)
     except (TypeError, ValueError):
-        return None
-
-
-def _floats(value: Any) -> tuple[float, ...] | None:
-    if not isinstance(value, list | tuple):
         return None
     try:
         return tuple(float(v) for v in value)

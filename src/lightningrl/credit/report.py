@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from lightningrl.counts import Counts
+
 
 @dataclass
-class CreditReport:
+class CreditReport(Counts):
     """Counts per rollout (add reports to total them); nothing is dropped without a count here."""
 
     rollouts: int = 0
@@ -37,9 +39,6 @@ class CreditReport:
     rewards_on_dropped_calls: int = 0
     """Judged a call that is not trained on (filtered, no tokens, bad logprobs, not trainable): no effect."""
     rollouts_without_episode_reward: int = 0
-
-    def __add__(self, other: CreditReport) -> CreditReport:
-        return CreditReport(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
     def as_dict(self) -> dict[str, int]:
         """The counts as a flat dict (for metrics)."""
