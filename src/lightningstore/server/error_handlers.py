@@ -1,4 +1,4 @@
-"""Every failure becomes a JSON ErrorBody with a 4xx status and a reason; the client maps `code` back."""
+"""Every failure becomes a JSON ErrorBody with a status and a reason; the client maps `code` back."""
 
 from __future__ import annotations
 
@@ -28,7 +28,12 @@ HTTP_CODES = {
     415: "unsupported_media_type",
     422: "invalid_input",
     429: "rate_limited",
+    507: "insufficient_storage",
 }
+SQLITE_FULL = 13
+"""sqlite3's result code for 'database or disk is full'."""
+PG_DISK_FULL = "53100"
+"""PostgreSQL's SQLSTATE disk_full."""
 ERROR_ATTRIBUTES = ("field", "kind", "ident", "current", "new")
 
 
@@ -81,9 +86,22 @@ def _bad_value(_: Request, exc: Exception) -> Response:
     return error_response(422, "invalid_input", f"value refused by the database: {reason}", {"field": "body"})
 
 
+def _disk_full(orig: BaseException | None) -> bool:
+    return (
+        getattr(orig, "sqlite_errorcode", None) == SQLITE_FULL
+        or getattr(orig, "sqlstate", None) == PG_DISK_FULL
+    )
+
+
 def _database_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, sqlalchemy.exc.DataError) or not isinstance(exc, sqlalchemy.exc.DBAPIError):
         return _bad_value(request, exc)
+    if _disk_full(exc.orig):
+        # The transaction rolled back whole; the same write succeeds once space returns.
+        log.warning("database full in %s %s: %s", request.method, request.url.path, exc.orig)
+        return error_response(
+            507, "insufficient_storage", f"database storage is full, nothing written: {exc.orig}"
+        )
     # Locked, disconnected or restarting database: worth a retry, so 503 rather than a 4xx.
     log.warning("database error in %s %s: %s", request.method, request.url.path, exc)
     return error_response(503, "store_error", f"database unavailable: {type(exc.orig).__name__}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import sqlalchemy.exc
+
 from lightningstore.store import LightningStore
 
 log = logging.getLogger("lightningstore.server")
@@ -18,6 +20,9 @@ async def run_watchdog(store: LightningStore, interval: float) -> None:
             changed = await store.sweep_stale_attempts()
         except asyncio.CancelledError:
             raise
+        except sqlalchemy.exc.OperationalError as exc:  # database restarting or unreachable: no traceback
+            log.warning("watchdog sweep failed, retried in %.0fs: %s", interval, exc.orig)
+            continue
         except Exception:
             log.exception("watchdog sweep failed")
             continue

@@ -1,0 +1,200 @@
+"""Faults below the store: PostgreSQL restarted mid-run, and the SQLite file's disk full.
+
+Both run a real server process on 127.0.0.1: the first on its own throwaway PostgreSQL cluster
+(restarted with pg_ctl while a client keeps writing), the second on a SQLite file in a small tmpfs
+the test mounts and fills (skipped where mounting is not allowed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from backends import LiveServer, create_pg_database, start_throwaway_postgres, stop_throwaway_postgres
+
+from lightningstore.client import StoreClient
+from lightningstore.reward import RewardIn
+from lightningstore.rollout import RolloutRequest
+from lightningstore.span import SpanIn
+
+ROUNDS = 60
+
+
+def _pg_ctl(data_dir: str, *args: str) -> None:
+    pgbin = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))[-1]
+    # `-l`: the restarted postmaster must not hold this process's pipes open.
+    command = [str(pgbin / "pg_ctl"), "-D", f"{data_dir}/data", "-l", f"{data_dir}/server.log", "-w", *args]
+    if os.getuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+
+
+@pytest.fixture
+def pg_cluster() -> Iterator[tuple[str, str]]:
+    """A cluster of this test's own (restarting it must not disturb other tests' databases)."""
+    url, data_dir = start_throwaway_postgres()
+    try:
+        yield url, data_dir
+    finally:
+        stop_throwaway_postgres(data_dir)
+
+
+def _no_traceback(log: Path) -> None:
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, text[-4000:]
+
+
+async def test_postgres_restart_mid_run_loses_and_doubles_no_write(
+    pg_cluster: tuple[str, str], tmp_path: Path
+) -> None:
+    server_url, data_dir = pg_cluster
+    db_url = create_pg_database(server_url)
+    # The throwaway cluster runs with synchronous_commit=off, which by design forgets the last
+    # acknowledged commits in a crash (the immediate restart below); a store's database must not.
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{db_url.rsplit("/", 1)[1]}" SET synchronous_commit = on')
+    log = tmp_path / "server.log"
+    server = LiveServer(db_url, log).start()
+    try:
+        async with StoreClient(server.url, retry_seconds=60.0) as client:
+            claim = await client.start_rollout({"task": "restart"})
+            rollout_id, attempt_id = claim.rollout_id, claim.attempt.attempt_id
+            sent_rollouts: list[str] = []
+            sent_spans: list[str] = []
+            sent_rewards: list[str] = []
+
+            async def writer() -> None:
+                for i in range(ROUNDS):
+                    rid = f"ro-{uuid.uuid4().hex[:12]}"
+                    await client.enqueue_many_rollouts([RolloutRequest(input={"i": i}, rollout_id=rid)])
+                    sent_rollouts.append(rid)
+                    span_id = f"{i:016x}"
+                    span = SpanIn(
+                        rollout_id=rollout_id,
+                        attempt_id=attempt_id,
+                        trace_id="0" * 32,
+                        span_id=span_id,
+                        name="step",
+                    )
+                    await client.add_many_spans([span])
+                    sent_spans.append(span_id)
+                    reward_id = f"rw-{i}"
+                    await client.add_reward(
+                        RewardIn(rollout_id=rollout_id, value=float(i), reward_id=reward_id, primary=False)
+                    )
+                    sent_rewards.append(reward_id)
+                    await asyncio.sleep(0.01)
+
+            async def restarter() -> None:
+                while len(sent_rollouts) < ROUNDS // 4:
+                    await asyncio.sleep(0.01)
+                await asyncio.to_thread(_pg_ctl, data_dir, "-m", "fast", "restart")
+                while len(sent_rollouts) < ROUNDS // 2:
+                    await asyncio.sleep(0.01)
+                await asyncio.to_thread(_pg_ctl, data_dir, "-m", "immediate", "restart")
+
+            await asyncio.wait_for(asyncio.gather(writer(), restarter()), timeout=180)
+            assert client.retries > 0, "the restarts were never seen: the test proves nothing"
+
+        with psycopg.connect(db_url) as conn:
+            rollouts = [
+                r[0]
+                for r in conn.execute("SELECT rollout_id FROM rollouts WHERE rollout_id <> %s", (rollout_id,))
+            ]
+            spans = [
+                r[0] for r in conn.execute("SELECT span_id FROM spans WHERE attempt_id = %s", (attempt_id,))
+            ]
+            rewards = [
+                r[0] for r in conn.execute("SELECT reward_id FROM rewards WHERE reward_id LIKE 'rw-%'")
+            ]
+        assert sorted(rollouts) == sorted(sent_rollouts)
+        assert sorted(spans) == sorted(sent_spans)
+        assert sorted(rewards) == sorted(sent_rewards)
+        # The server went on without being restarted itself.
+        assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
+    finally:
+        server.stop()
+    _no_traceback(log)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs of the test's own, unmounted afterwards."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(directory: Path) -> Path:
+    """Write a file until the filesystem refuses; returns it (delete it to free the space)."""
+    filler = directory / "filler"
+    chunk = b"\0" * 65536
+    with filler.open("wb") as out:
+        for _ in range(1024):  # 64 MiB at most: far more than the mount holds
+            try:
+                out.write(chunk)
+                out.flush()
+            except OSError:
+                break
+    # The last partial chunk may sit in the buffer: write byte by byte until that fails too.
+    with filler.open("ab", buffering=0) as out:
+        for _ in range(65536):
+            try:
+                out.write(b"\0")
+            except OSError:
+                break
+    return filler
+
+
+def _rollout_body(i: int) -> dict[str, object]:
+    return {"rollout_id": f"ro-disk-{i}", "input": {"blob": os.urandom(3000).hex(), "i": i}}
+
+
+def test_disk_full_answers_507_keeps_data_and_recovers(small_disk: Path, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    server = LiveServer(small_disk / "store.db", log).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            for i in range(5):
+                assert http.post("/v1/rollouts", json=[_rollout_body(i)]).status_code == 200
+            filler = _fill(small_disk)
+            failed = None
+            for i in range(5, 200):  # the WAL may still have room for a few small pages
+                answer = http.post("/v1/rollouts", json=[_rollout_body(i)])
+                if answer.status_code != 200:
+                    failed = (i, answer)
+                    break
+            assert failed is not None, "the full disk never refused a write"
+            i, answer = failed
+            assert answer.status_code == 507, answer.text
+            body = answer.json()
+            assert body["code"] == "insufficient_storage"
+            assert "full" in body["message"], body
+            assert "Traceback" not in answer.text
+            # Nothing half-written: the refused rollout is absent, the earlier ones intact.
+            assert http.get(f"/v1/rollouts/ro-disk-{i}").status_code == 404
+            for j in range(5):
+                got = http.get(f"/v1/rollouts/ro-disk-{j}")
+                assert got.status_code == 200 and got.json()["input"]["i"] == j
+            filler.unlink()
+            again = http.post("/v1/rollouts", json=[_rollout_body(i)])
+            assert again.status_code == 200, again.text
+            assert http.get(f"/v1/rollouts/ro-disk-{i}").json()["input"]["i"] == i
+    finally:
+        server.stop()
+    _no_traceback(log)
