@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 class StoreError(Exception):
     """Base of every error the store raises on purpose."""
@@ -32,6 +36,13 @@ class NotFoundError(StoreError, LookupError):
         super().__init__(f"{kind} {ident!r} not found")
         self.kind = kind
         self.ident = ident
+
+
+def found(value: T | None, kind: str, ident: str) -> T:
+    """`value`, or NotFoundError naming `kind` and `ident` when a lookup gave None."""
+    if value is None:
+        raise NotFoundError(kind, ident)
+    return value
 
 
 class ConflictError(StoreError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TypeVar
 
 from lightningstore.errors import IllegalTransitionError
 
@@ -18,7 +19,7 @@ class RolloutStatus(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in TERMINAL_ROLLOUT
+        return not ROLLOUT_TRANSITIONS[self]
 
 
 class AttemptStatus(StrEnum):
@@ -31,7 +32,7 @@ class AttemptStatus(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in TERMINAL_ATTEMPT
+        return not ATTEMPT_TRANSITIONS[self]
 
     @property
     def is_failure(self) -> bool:
@@ -54,6 +55,8 @@ TERMINAL_ROLLOUT = frozenset({RolloutStatus.SUCCEEDED, RolloutStatus.FAILED, Rol
 # unresponsive is not terminal: a late span revives it (docs/architecture.md).
 TERMINAL_ATTEMPT = frozenset({AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.TIMEOUT})
 FAILURE_KINDS = frozenset({AttemptStatus.FAILED, AttemptStatus.TIMEOUT, AttemptStatus.UNRESPONSIVE})
+
+S = TypeVar("S", RolloutStatus, AttemptStatus)
 
 ROLLOUT_TRANSITIONS: dict[RolloutStatus, frozenset[RolloutStatus]] = {
     RolloutStatus.QUEUING: frozenset({RolloutStatus.PREPARING, RolloutStatus.CANCELLED}),
@@ -99,13 +102,17 @@ ATTEMPT_TRANSITIONS: dict[AttemptStatus, frozenset[AttemptStatus]] = {
 }
 
 
+def _check(kind: str, ident: str, legal: frozenset[S], current: S, new: S) -> None:
+    """Raise IllegalTransitionError unless `current` -> `new` is in `legal` (same state is a no-op)."""
+    if current != new and new not in legal:
+        raise IllegalTransitionError(kind, ident, current.value, new.value)
+
+
 def check_rollout_transition(rollout_id: str, current: RolloutStatus, new: RolloutStatus) -> None:
     """Raise IllegalTransitionError unless rollout `current` -> `new` is legal (same state is a no-op)."""
-    if current != new and new not in ROLLOUT_TRANSITIONS[current]:
-        raise IllegalTransitionError("rollout", rollout_id, current.value, new.value)
+    _check("rollout", rollout_id, ROLLOUT_TRANSITIONS[current], current, new)
 
 
 def check_attempt_transition(attempt_id: str, current: AttemptStatus, new: AttemptStatus) -> None:
     """Raise IllegalTransitionError unless attempt `current` -> `new` is legal (same state is a no-op)."""
-    if current != new and new not in ATTEMPT_TRANSITIONS[current]:
-        raise IllegalTransitionError("attempt", attempt_id, current.value, new.value)
+    _check("attempt", attempt_id, ATTEMPT_TRANSITIONS[current], current, new)

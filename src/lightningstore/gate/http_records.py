@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from lightningstore.client import StoreClient
 from lightningstore.errors import NotFoundError
@@ -24,6 +24,7 @@ _reports = TypeAdapter(list[GateReport])
 _evidence = TypeAdapter(list[EvidenceRecord])
 _evaluators = TypeAdapter(list[Evaluator])
 _cases = TypeAdapter(list[ProtectedCase])
+M = TypeVar("M", bound=BaseModel)
 
 
 def _actor(recorded_by: str) -> str:
@@ -40,6 +41,13 @@ class HttpGateRecords(GateRecords):
     async def _json(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
         return orjson.loads(await self._client._call(method, path, body, **kwargs))
 
+    async def _found(self, model: type[M], path: str) -> M | None:
+        """GET `path` as `model`, or None where the server answers 404."""
+        try:
+            return model.model_validate(await self._json("GET", path))
+        except NotFoundError:
+            return None
+
     async def add_receipt(self, body: ReceiptBody, *, created_by: str) -> UpdateReceipt:
         data = await self._json(
             "POST", "/v1/gate/receipts", {"body": body.model_dump(mode="json"), "actor": _actor(created_by)}
@@ -53,20 +61,10 @@ class HttpGateRecords(GateRecords):
         return TrainingPlan.model_validate(data)
 
     async def get_plan(self, plan_id: str) -> TrainingPlan | None:
-        try:
-            return TrainingPlan.model_validate(
-                await self._json("GET", f"/v1/gate/plans/{path_segment(plan_id)}")
-            )
-        except NotFoundError:
-            return None
+        return await self._found(TrainingPlan, f"/v1/gate/plans/{path_segment(plan_id)}")
 
     async def get_receipt(self, receipt_id: str) -> UpdateReceipt | None:
-        try:
-            return UpdateReceipt.model_validate(
-                await self._json("GET", f"/v1/gate/receipts/{path_segment(receipt_id)}")
-            )
-        except NotFoundError:
-            return None
+        return await self._found(UpdateReceipt, f"/v1/gate/receipts/{path_segment(receipt_id)}")
 
     async def list_receipts(
         self, *, resource_name: str | None = None, candidate_version_id: str | None = None
@@ -98,12 +96,7 @@ class HttpGateRecords(GateRecords):
         return Evaluator.model_validate(await self._json("POST", "/v1/gate/evaluators", payload))
 
     async def current_evaluator(self, name: str) -> Evaluator | None:
-        try:
-            return Evaluator.model_validate(
-                await self._json("GET", f"/v1/gate/evaluators/{path_segment(name)}/current")
-            )
-        except NotFoundError:
-            return None
+        return await self._found(Evaluator, f"/v1/gate/evaluators/{path_segment(name)}/current")
 
     async def list_evaluators(self) -> list[Evaluator]:
         return _evaluators.validate_python(await self._json("GET", "/v1/gate/evaluators"))

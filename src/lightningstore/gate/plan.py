@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lightningstore.gate.receipt import DataSnapshot, EvaluatorRef, digest
+from lightningstore.gate.receipt import DataSnapshot, EvaluatorRef, Filed, content_id
 
 PLAN_FIELDS = (
     "evaluator",
@@ -49,16 +49,14 @@ class PlanBody(BaseModel):
     """Actors who may make a candidate the default (`approved`; empty: any authorised approver)."""
 
 
-class TrainingPlan(PlanBody):
+class TrainingPlan(PlanBody, Filed):
     """A stored plan: `plan_id` is the digest of its body."""
 
     plan_id: str
-    created_by: str = "unknown"
-    create_time: float
 
     def body(self) -> PlanBody:
-        return PlanBody.model_validate(self.model_dump(include=set(PlanBody.model_fields)))
+        return self.body_as(PlanBody)
 
 
 def plan_id_of(body: PlanBody) -> str:
-    return "plan-" + digest(body.model_dump(mode="json"))[:24]
+    return content_id("plan", body)

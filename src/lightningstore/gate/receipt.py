@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,6 +13,25 @@ from pydantic import BaseModel, ConfigDict, Field
 def digest(value: Any) -> str:
     """SHA-256 of a JSON value with sorted keys (the identity of a record's content)."""
     return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+B = TypeVar("B", bound=BaseModel)
+
+
+def content_id(prefix: str, body: BaseModel) -> str:
+    """`prefix-` and the start of the body's digest: an id that changes with any edit of the body."""
+    return f"{prefix}-" + digest(body.model_dump(mode="json"))[:24]
+
+
+class Filed(BaseModel):
+    """What filing adds to a content-addressed body: who filed it and when."""
+
+    created_by: str = "unknown"
+    create_time: float
+
+    def body_as(self, body_type: type[B]) -> B:
+        """The filed body alone (the fields of `body_type`), without what filing added."""
+        return body_type.model_validate(self.model_dump(include=set(body_type.model_fields)))
 
 
 class DataSnapshot(BaseModel):
@@ -68,16 +87,14 @@ class ReceiptBody(BaseModel):
     """The training plan filed before training (its fields above are copied from it, never changed)."""
 
 
-class UpdateReceipt(ReceiptBody):
+class UpdateReceipt(ReceiptBody, Filed):
     """A stored receipt: `receipt_id` is the digest of its body, so an edit is a different receipt."""
 
     receipt_id: str
-    created_by: str = "unknown"
-    create_time: float
 
     def body(self) -> ReceiptBody:
-        return ReceiptBody.model_validate(self.model_dump(include=set(ReceiptBody.model_fields)))
+        return self.body_as(ReceiptBody)
 
 
 def receipt_id_of(body: ReceiptBody) -> str:
-    return "rcpt-" + digest(body.model_dump(mode="json"))[:24]
+    return content_id("rcpt", body)

@@ -7,8 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
 from lightningstore.auth.bearer import current_caller
-from lightningstore.auth.tokens import Caller
-from lightningstore.errors import NotFoundError
+from lightningstore.auth.tokens import Caller, Role
+from lightningstore.errors import found
 from lightningstore.gate.authority import (
     DEFINE_JUDGEMENT,
     FILE_RECEIPT,
@@ -62,35 +62,37 @@ class PolicyIn(_ActorIn):
     policy: GatePolicy
 
 
-def _context(request: Request) -> tuple[GateRecords, Caller]:
-    return request.app.state.gate, current_caller(request)
+def _reader(request: Request) -> GateRecords:
+    """The app's gate records, once the caller may read them."""
+    require_reader(current_caller(request))
+    return request.app.state.gate
+
+
+def _writer(request: Request, allowed: frozenset[Role], action: str) -> tuple[GateRecords, Caller]:
+    """The app's gate records and the caller, once the caller's role may do `action`."""
+    caller = current_caller(request)
+    require_role(caller, allowed, action)
+    return request.app.state.gate, caller
 
 
 @router.post("/receipts")
 async def add_receipt(request: Request, body: ReceiptIn) -> UpdateReceipt:
     """File an immutable receipt (same body again: the stored one)."""
-    gate, caller = _context(request)
-    require_role(caller, FILE_RECEIPT, "file receipts")
+    gate, caller = _writer(request, FILE_RECEIPT, "file receipts")
     return await gate.add_receipt(body.body, created_by=recorded_by(caller, body.actor))
 
 
 @router.post("/plans")
 async def add_plan(request: Request, body: PlanIn) -> TrainingPlan:
     """File an immutable training plan before training (same body again: the stored one)."""
-    gate, caller = _context(request)
-    require_role(caller, FILE_RECEIPT, "file training plans")
+    gate, caller = _writer(request, FILE_RECEIPT, "file training plans")
     return await gate.add_plan(body.body, created_by=recorded_by(caller, body.actor))
 
 
 @router.get("/plans/{plan_id:id}")
 async def get_plan(request: Request, plan_id: str) -> TrainingPlan:
     """One training plan (404 when there is none)."""
-    gate, caller = _context(request)
-    require_reader(caller)
-    plan = await gate.get_plan(plan_id)
-    if plan is None:
-        raise NotFoundError("training plan", plan_id)
-    return plan
+    return found(await _reader(request).get_plan(plan_id), "training plan", plan_id)
 
 
 @router.get("/receipts")
@@ -98,43 +100,34 @@ async def list_receipts(
     request: Request, resource_name: str | None = None, candidate_version_id: str | None = None
 ) -> list[UpdateReceipt]:
     """Receipts, oldest first."""
-    gate, caller = _context(request)
-    require_reader(caller)
-    return await gate.list_receipts(resource_name=resource_name, candidate_version_id=candidate_version_id)
+    return await _reader(request).list_receipts(
+        resource_name=resource_name, candidate_version_id=candidate_version_id
+    )
 
 
 @router.get("/receipts/{receipt_id:id}")
 async def get_receipt(request: Request, receipt_id: str) -> UpdateReceipt:
     """One receipt (404 if unknown)."""
-    gate, caller = _context(request)
-    require_reader(caller)
-    receipt = await gate.get_receipt(receipt_id)
-    if receipt is None:
-        raise NotFoundError("receipt", receipt_id)
-    return receipt
+    return found(await _reader(request).get_receipt(receipt_id), "receipt", receipt_id)
 
 
 @router.post("/reports")
 async def add_report(request: Request, report: GateReport) -> GateReport:
     """Append a check report (approver or admin)."""
-    gate, caller = _context(request)
-    require_role(caller, RECORD_EVIDENCE, "record gate reports")
+    gate, caller = _writer(request, RECORD_EVIDENCE, "record gate reports")
     stamped = report.model_copy(update={"recorded_by": recorded_by(caller, report.recorded_by)})
     return await gate.add_report(stamped)
 
 
 @router.get("/receipts/{receipt_id:id}/reports")
 async def list_reports(request: Request, receipt_id: str) -> list[GateReport]:
-    gate, caller = _context(request)
-    require_reader(caller)
-    return await gate.list_reports(receipt_id)
+    return await _reader(request).list_reports(receipt_id)
 
 
 @router.post("/evidence")
 async def add_evidence(request: Request, body: EvidenceIn) -> EvidenceRecord:
     """Append a canary run, rollback drill or approval (approver or admin)."""
-    gate, caller = _context(request)
-    require_role(caller, RECORD_EVIDENCE, f"record {body.body.kind} evidence")
+    gate, caller = _writer(request, RECORD_EVIDENCE, f"record {body.body.kind} evidence")
     return await gate.add_evidence(body.body, recorded_by=recorded_by(caller, body.actor))
 
 
@@ -142,73 +135,56 @@ async def add_evidence(request: Request, body: EvidenceIn) -> EvidenceRecord:
 async def list_evidence(
     request: Request, receipt_id: str, kind: EvidenceKind | None = None
 ) -> list[EvidenceRecord]:
-    gate, caller = _context(request)
-    require_reader(caller)
-    return await gate.list_evidence(receipt_id, kind)
+    return await _reader(request).list_evidence(receipt_id, kind)
 
 
 @router.post("/evaluators")
 async def register_evaluator(request: Request, body: EvaluatorIn) -> Evaluator:
     """Register an evaluator version (admin only)."""
-    gate, caller = _context(request)
-    require_role(caller, DEFINE_JUDGEMENT, "register evaluators")
+    gate, caller = _writer(request, DEFINE_JUDGEMENT, "register evaluators")
     return await gate.register_evaluator(body.evaluator, recorded_by=recorded_by(caller, body.actor))
 
 
 @router.get("/evaluators")
 async def list_evaluators(request: Request) -> list[Evaluator]:
-    gate, caller = _context(request)
-    require_reader(caller)
-    return await gate.list_evaluators()
+    return await _reader(request).list_evaluators()
 
 
 @router.get("/evaluators/{name:id}/current")
 async def current_evaluator(request: Request, name: str) -> Evaluator:
-    gate, caller = _context(request)
-    require_reader(caller)
-    found = await gate.current_evaluator(name)
-    if found is None:
-        raise NotFoundError("evaluator", name)
-    return found
+    return found(await _reader(request).current_evaluator(name), "evaluator", name)
 
 
 @router.put("/protected-cases")
 async def put_protected_case(request: Request, body: ProtectedCaseIn) -> ProtectedCase:
     """Create or replace a protected case (admin only)."""
-    gate, caller = _context(request)
-    require_role(caller, DEFINE_JUDGEMENT, "change protected cases")
+    gate, caller = _writer(request, DEFINE_JUDGEMENT, "change protected cases")
     return await gate.put_protected_case(body.case, recorded_by=recorded_by(caller, body.actor))
 
 
 @router.delete("/protected-cases/{resource_name:id}/{case_id:id}")
 async def remove_protected_case(request: Request, resource_name: str, case_id: str) -> dict[str, bool]:
-    gate, caller = _context(request)
-    require_role(caller, DEFINE_JUDGEMENT, "change protected cases")
+    gate, _ = _writer(request, DEFINE_JUDGEMENT, "change protected cases")
     await gate.remove_protected_case(resource_name, case_id)
     return {"removed": True}
 
 
 @router.get("/protected-cases")
 async def list_protected_cases(request: Request, resource_name: str) -> list[ProtectedCase]:
-    gate, caller = _context(request)
-    require_reader(caller)
-    return await gate.list_protected_cases(resource_name)
+    return await _reader(request).list_protected_cases(resource_name)
 
 
 @router.put("/policies")
 async def put_policy(request: Request, body: PolicyIn) -> GatePolicy:
     """Create or replace a resource's release policy (admin only)."""
-    gate, caller = _context(request)
-    require_role(caller, DEFINE_JUDGEMENT, "change gate policies")
+    gate, caller = _writer(request, DEFINE_JUDGEMENT, "change gate policies")
     return await gate.put_policy(body.policy, recorded_by=recorded_by(caller, body.actor))
 
 
 @router.get("/policies/{resource_name:id}")
 async def get_policy(request: Request, resource_name: str) -> GatePolicy | None:
     """The stored policy, or null (the defaults apply)."""
-    gate, caller = _context(request)
-    require_reader(caller)
-    return await gate.get_policy(resource_name)
+    return await _reader(request).get_policy(resource_name)
 
 
 def install_gate(app: FastAPI) -> GateRecords:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 import sqlalchemy as sa
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.gate import tables as gate_tables
@@ -21,6 +23,52 @@ from lightningstore.gate.verdict import GateReport
 from lightningstore.sql.database import SqlDatabase
 
 _evidence = TypeAdapter(Evidence)
+M = TypeVar("M", bound=BaseModel)
+
+
+def _first_body(conn: sa.Connection, query: sa.Select, model: type[M]) -> M | None:
+    """The `body` of the query's first row as `model`, or None when there is no row."""
+    row = conn.execute(query).first()
+    return model.model_validate(row.body) if row is not None else None
+
+
+def _bodies(conn: sa.Connection, query: sa.Select, model: type[M]) -> list[M]:
+    """The `body` of every row of the query, as `model`."""
+    return [model.model_validate(row.body) for row in conn.execute(query)]
+
+
+def _row(table: sa.Table, record: BaseModel) -> dict[str, object]:
+    """The table's columns from the record's fields of the same names, and the record as `body`."""
+    dumped = record.model_dump(mode="json")
+    row: dict[str, object] = {c.key: dumped[c.key] for c in table.c if c.key in dumped and c.key != "body"}
+    return {**row, "body": dumped}
+
+
+def _add_once(table: sa.Table, key: str, record: M) -> Callable[[sa.Connection], M]:
+    """A transaction filing a content-addressed record once: the stored one if its key is taken."""
+
+    def tx(conn: sa.Connection) -> M:
+        query = sa.select(table.c.body).where(table.c[key] == getattr(record, key))
+        stored = _first_body(conn, query, type(record))
+        if stored is not None:
+            return stored
+        conn.execute(sa.insert(table).values(**_row(table, record)))
+        return record
+
+    return tx
+
+
+def _put(table: sa.Table, record: M, recorded_by: str, **key: str) -> Callable[[sa.Connection], M]:
+    """A transaction creating or replacing the row of `record` at `key` (its columns and values)."""
+    values = {"body": record.model_dump(mode="json"), "recorded_by": recorded_by, "update_time": time.time()}
+    where = [table.c[name] == value for name, value in key.items()]
+
+    def tx(conn: sa.Connection) -> M:
+        if conn.execute(sa.update(table).where(*where).values(**values)).rowcount == 0:
+            conn.execute(sa.insert(table).values(**key, **values))
+        return record
+
+    return tx
 
 
 class SqlGateRecords(GateRecords):
@@ -32,14 +80,19 @@ class SqlGateRecords(GateRecords):
         self._db = database
 
     @staticmethod
-    def _require_receipt(conn: sa.Connection, receipt_id: str) -> None:
-        found = conn.execute(
-            sa.select(gate_tables.gate_receipts.c.receipt_id).where(
-                gate_tables.gate_receipts.c.receipt_id == receipt_id
-            )
-        ).first()
-        if found is None:
-            raise NotFoundError("receipt", receipt_id)
+    def _append(table: sa.Table, record: M) -> Callable[[sa.Connection], M]:
+        """A transaction appending `record` to its receipt's rows (NotFoundError for no such receipt)."""
+        receipts = gate_tables.gate_receipts
+        row = _row(table, record)
+
+        def tx(conn: sa.Connection) -> M:
+            query = sa.select(receipts.c.receipt_id).where(receipts.c.receipt_id == row["receipt_id"])
+            if conn.execute(query).first() is None:
+                raise NotFoundError("receipt", str(row["receipt_id"]))
+            conn.execute(sa.insert(table).values(**row))
+            return record
+
+        return tx
 
     # ---- receipts ------------------------------------------------------------------------------
 
@@ -51,39 +104,12 @@ class SqlGateRecords(GateRecords):
             created_by=created_by,
             create_time=time.time(),
         )
-
-        def tx(conn: sa.Connection) -> UpdateReceipt:
-            row = conn.execute(
-                sa.select(gate_tables.gate_receipts.c.body).where(
-                    gate_tables.gate_receipts.c.receipt_id == receipt.receipt_id
-                )
-            ).first()
-            if row is not None:
-                return UpdateReceipt.model_validate(row.body)
-            conn.execute(
-                sa.insert(gate_tables.gate_receipts).values(
-                    receipt_id=receipt.receipt_id,
-                    resource_name=receipt.resource_name,
-                    candidate_version_id=receipt.candidate_version_id,
-                    body=receipt.model_dump(mode="json"),
-                    created_by=created_by,
-                    create_time=receipt.create_time,
-                )
-            )
-            return receipt
-
-        return await self._db.write(tx)
+        return await self._db.write(_add_once(gate_tables.gate_receipts, "receipt_id", receipt))
 
     async def get_receipt(self, receipt_id: str) -> UpdateReceipt | None:
-        def tx(conn: sa.Connection) -> UpdateReceipt | None:
-            row = conn.execute(
-                sa.select(gate_tables.gate_receipts.c.body).where(
-                    gate_tables.gate_receipts.c.receipt_id == receipt_id
-                )
-            ).first()
-            return UpdateReceipt.model_validate(row.body) if row is not None else None
-
-        return await self._db.read(tx)
+        table = gate_tables.gate_receipts
+        query = sa.select(table.c.body).where(table.c.receipt_id == receipt_id)
+        return await self._db.read(lambda conn: _first_body(conn, query, UpdateReceipt))
 
     async def list_receipts(
         self, *, resource_name: str | None = None, candidate_version_id: str | None = None
@@ -95,9 +121,7 @@ class SqlGateRecords(GateRecords):
             query = query.where(gate_tables.gate_receipts.c.resource_name == resource_name)
         if candidate_version_id is not None:
             query = query.where(gate_tables.gate_receipts.c.candidate_version_id == candidate_version_id)
-        return await self._db.read(
-            lambda conn: [UpdateReceipt.model_validate(r.body) for r in conn.execute(query)]
-        )
+        return await self._db.read(lambda conn: _bodies(conn, query, UpdateReceipt))
 
     # ---- training plans ----------------------------------------------------------------------------
 
@@ -106,57 +130,18 @@ class SqlGateRecords(GateRecords):
         plan = TrainingPlan(
             **body.model_dump(), plan_id=plan_id_of(body), created_by=created_by, create_time=time.time()
         )
-
-        def tx(conn: sa.Connection) -> TrainingPlan:
-            row = conn.execute(
-                sa.select(gate_tables.gate_plans.c.body).where(
-                    gate_tables.gate_plans.c.plan_id == plan.plan_id
-                )
-            ).first()
-            if row is not None:
-                return TrainingPlan.model_validate(row.body)
-            conn.execute(
-                sa.insert(gate_tables.gate_plans).values(
-                    plan_id=plan.plan_id,
-                    resource_name=plan.resource_name,
-                    body=plan.model_dump(mode="json"),
-                    created_by=created_by,
-                    create_time=plan.create_time,
-                )
-            )
-            return plan
-
-        return await self._db.write(tx)
+        return await self._db.write(_add_once(gate_tables.gate_plans, "plan_id", plan))
 
     async def get_plan(self, plan_id: str) -> TrainingPlan | None:
-        def tx(conn: sa.Connection) -> TrainingPlan | None:
-            row = conn.execute(
-                sa.select(gate_tables.gate_plans.c.body).where(gate_tables.gate_plans.c.plan_id == plan_id)
-            ).first()
-            return TrainingPlan.model_validate(row.body) if row is not None else None
-
-        return await self._db.read(tx)
+        table = gate_tables.gate_plans
+        query = sa.select(table.c.body).where(table.c.plan_id == plan_id)
+        return await self._db.read(lambda conn: _first_body(conn, query, TrainingPlan))
 
     # ---- reports and evidence ----------------------------------------------------------------------
 
     async def add_report(self, report: GateReport) -> GateReport:
         report = report.model_copy(update={"create_time": report.create_time or time.time()})
-
-        def tx(conn: sa.Connection) -> GateReport:
-            self._require_receipt(conn, report.receipt_id)
-            conn.execute(
-                sa.insert(gate_tables.gate_reports).values(
-                    report_id=report.report_id,
-                    receipt_id=report.receipt_id,
-                    verdict=report.verdict.value,
-                    body=report.model_dump(mode="json"),
-                    recorded_by=report.recorded_by,
-                    create_time=report.create_time,
-                )
-            )
-            return report
-
-        return await self._db.write(tx)
+        return await self._db.write(self._append(gate_tables.gate_reports, report))
 
     async def list_reports(self, receipt_id: str) -> list[GateReport]:
         query = (
@@ -164,9 +149,7 @@ class SqlGateRecords(GateRecords):
             .where(gate_tables.gate_reports.c.receipt_id == receipt_id)
             .order_by(gate_tables.gate_reports.c.seq)
         )
-        return await self._db.read(
-            lambda conn: [GateReport.model_validate(r.body) for r in conn.execute(query)]
-        )
+        return await self._db.read(lambda conn: _bodies(conn, query, GateReport))
 
     async def add_evidence(self, body: Evidence, *, recorded_by: str) -> EvidenceRecord:
         record = EvidenceRecord(
@@ -177,22 +160,7 @@ class SqlGateRecords(GateRecords):
             recorded_by=recorded_by,
             create_time=time.time(),
         )
-
-        def tx(conn: sa.Connection) -> EvidenceRecord:
-            self._require_receipt(conn, record.receipt_id)
-            conn.execute(
-                sa.insert(gate_tables.gate_evidence).values(
-                    evidence_id=record.evidence_id,
-                    kind=record.kind.value,
-                    receipt_id=record.receipt_id,
-                    body=record.model_dump(mode="json"),
-                    recorded_by=recorded_by,
-                    create_time=record.create_time,
-                )
-            )
-            return record
-
-        return await self._db.write(tx)
+        return await self._db.write(self._append(gate_tables.gate_evidence, record))
 
     async def list_evidence(self, receipt_id: str, kind: EvidenceKind | None = None) -> list[EvidenceRecord]:
         query = (
@@ -202,9 +170,7 @@ class SqlGateRecords(GateRecords):
         )
         if kind is not None:
             query = query.where(gate_tables.gate_evidence.c.kind == EvidenceKind(kind).value)
-        return await self._db.read(
-            lambda conn: [EvidenceRecord.model_validate(r.body) for r in conn.execute(query)]
-        )
+        return await self._db.read(lambda conn: _bodies(conn, query, EvidenceRecord))
 
     # ---- evaluators, protected cases, policies ----------------------------------------------------
 
@@ -243,35 +209,20 @@ class SqlGateRecords(GateRecords):
             .order_by(gate_tables.gate_evaluators.c.seq.desc())
             .limit(1)
         )
-
-        def tx(conn: sa.Connection) -> Evaluator | None:
-            row = conn.execute(query).first()
-            return Evaluator.model_validate(row.body) if row is not None else None
-
-        return await self._db.read(tx)
+        return await self._db.read(lambda conn: _first_body(conn, query, Evaluator))
 
     async def list_evaluators(self) -> list[Evaluator]:
         query = sa.select(gate_tables.gate_evaluators.c.body).order_by(gate_tables.gate_evaluators.c.seq)
-        return await self._db.read(
-            lambda conn: [Evaluator.model_validate(r.body) for r in conn.execute(query)]
-        )
+        return await self._db.read(lambda conn: _bodies(conn, query, Evaluator))
 
     async def put_protected_case(self, case: ProtectedCase, *, recorded_by: str) -> ProtectedCase:
-        table = gate_tables.gate_protected_cases
-        key = (table.c.resource_name == case.resource_name) & (table.c.case_id == case.case_id)
-        values = {
-            "body": case.model_dump(mode="json"),
-            "recorded_by": recorded_by,
-            "update_time": time.time(),
-        }
-
-        def tx(conn: sa.Connection) -> ProtectedCase:
-            if conn.execute(sa.update(table).where(key).values(**values)).rowcount == 0:
-                conn.execute(
-                    sa.insert(table).values(resource_name=case.resource_name, case_id=case.case_id, **values)
-                )
-            return case
-
+        tx = _put(
+            gate_tables.gate_protected_cases,
+            case,
+            recorded_by,
+            resource_name=case.resource_name,
+            case_id=case.case_id,
+        )
         return await self._db.write(tx)
 
     async def remove_protected_case(self, resource_name: str, case_id: str) -> None:
@@ -291,31 +242,13 @@ class SqlGateRecords(GateRecords):
         query = (
             sa.select(table.c.body).where(table.c.resource_name == resource_name).order_by(table.c.case_id)
         )
-        return await self._db.read(
-            lambda conn: [ProtectedCase.model_validate(r.body) for r in conn.execute(query)]
-        )
+        return await self._db.read(lambda conn: _bodies(conn, query, ProtectedCase))
 
     async def put_policy(self, policy: GatePolicy, *, recorded_by: str) -> GatePolicy:
-        table = gate_tables.gate_policies
-        values = {
-            "body": policy.model_dump(mode="json"),
-            "recorded_by": recorded_by,
-            "update_time": time.time(),
-        }
-
-        def tx(conn: sa.Connection) -> GatePolicy:
-            key = table.c.resource_name == policy.resource_name
-            if conn.execute(sa.update(table).where(key).values(**values)).rowcount == 0:
-                conn.execute(sa.insert(table).values(resource_name=policy.resource_name, **values))
-            return policy
-
+        tx = _put(gate_tables.gate_policies, policy, recorded_by, resource_name=policy.resource_name)
         return await self._db.write(tx)
 
     async def get_policy(self, resource_name: str) -> GatePolicy | None:
         table = gate_tables.gate_policies
-
-        def tx(conn: sa.Connection) -> GatePolicy | None:
-            row = conn.execute(sa.select(table.c.body).where(table.c.resource_name == resource_name)).first()
-            return GatePolicy.model_validate(row.body) if row is not None else None
-
-        return await self._db.read(tx)
+        query = sa.select(table.c.body).where(table.c.resource_name == resource_name)
+        return await self._db.read(lambda conn: _first_body(conn, query, GatePolicy))

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from lightningstore.sql.tables import JsonType, Time, metadata
+from lightningstore.sql.tables import JsonType, Time, metadata, seq_column
 
 
-def _seq() -> sa.Column:
-    return sa.Column(
-        "seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+def _record(by: str, at: str) -> tuple[sa.Column, sa.Column, sa.Column]:
+    """Every gate row's tail: the record's JSON `body`, who filed it (`by`) and when (`at`)."""
+    return (
+        sa.Column("body", JsonType, nullable=False),
+        sa.Column(by, sa.String(200), nullable=False),
+        sa.Column(at, Time, nullable=False),
     )
+
+
+def _receipt_fk() -> sa.Column:
+    return sa.Column("receipt_id", sa.String(64), sa.ForeignKey("gate_receipts.receipt_id"), nullable=False)
 
 
 gate_receipts = sa.Table(
@@ -19,9 +26,7 @@ gate_receipts = sa.Table(
     sa.Column("receipt_id", sa.String(64), primary_key=True),
     sa.Column("resource_name", sa.String(200), nullable=False),
     sa.Column("candidate_version_id", sa.String(64), nullable=False),
-    sa.Column("body", JsonType, nullable=False),
-    sa.Column("created_by", sa.String(200), nullable=False),
-    sa.Column("create_time", Time, nullable=False),
+    *_record("created_by", "create_time"),
 )
 sa.Index("ix_gate_receipts_candidate", gate_receipts.c.candidate_version_id)
 
@@ -30,47 +35,39 @@ gate_plans = sa.Table(
     metadata,
     sa.Column("plan_id", sa.String(64), primary_key=True),
     sa.Column("resource_name", sa.String(200), nullable=False),
-    sa.Column("body", JsonType, nullable=False),
-    sa.Column("created_by", sa.String(200), nullable=False),
-    sa.Column("create_time", Time, nullable=False),
+    *_record("created_by", "create_time"),
 )
 sa.Index("ix_gate_plans_resource", gate_plans.c.resource_name)
 
 gate_reports = sa.Table(
     "gate_reports",
     metadata,
-    _seq(),
+    seq_column(),
     sa.Column("report_id", sa.String(64), nullable=False, unique=True),
-    sa.Column("receipt_id", sa.String(64), sa.ForeignKey("gate_receipts.receipt_id"), nullable=False),
+    _receipt_fk(),
     sa.Column("verdict", sa.String(32), nullable=False),
-    sa.Column("body", JsonType, nullable=False),
-    sa.Column("recorded_by", sa.String(200), nullable=False),
-    sa.Column("create_time", Time, nullable=False),
+    *_record("recorded_by", "create_time"),
 )
 sa.Index("ix_gate_reports_receipt", gate_reports.c.receipt_id, gate_reports.c.seq)
 
 gate_evidence = sa.Table(
     "gate_evidence",
     metadata,
-    _seq(),
+    seq_column(),
     sa.Column("evidence_id", sa.String(64), nullable=False, unique=True),
     sa.Column("kind", sa.String(16), nullable=False),
-    sa.Column("receipt_id", sa.String(64), sa.ForeignKey("gate_receipts.receipt_id"), nullable=False),
-    sa.Column("body", JsonType, nullable=False),
-    sa.Column("recorded_by", sa.String(200), nullable=False),
-    sa.Column("create_time", Time, nullable=False),
+    _receipt_fk(),
+    *_record("recorded_by", "create_time"),
 )
 sa.Index("ix_gate_evidence_receipt", gate_evidence.c.receipt_id, gate_evidence.c.seq)
 
 gate_evaluators = sa.Table(
     "gate_evaluators",
     metadata,
-    _seq(),
+    seq_column(),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("version", sa.String(200), nullable=False),
-    sa.Column("body", JsonType, nullable=False),
-    sa.Column("recorded_by", sa.String(200), nullable=False),
-    sa.Column("create_time", Time, nullable=False),
+    *_record("recorded_by", "create_time"),
     sa.UniqueConstraint("name", "version", name="uq_gate_evaluators_name_version"),
 )
 
@@ -79,16 +76,12 @@ gate_protected_cases = sa.Table(
     metadata,
     sa.Column("resource_name", sa.String(200), primary_key=True),
     sa.Column("case_id", sa.String(200), primary_key=True),
-    sa.Column("body", JsonType, nullable=False),
-    sa.Column("recorded_by", sa.String(200), nullable=False),
-    sa.Column("update_time", Time, nullable=False),
+    *_record("recorded_by", "update_time"),
 )
 
 gate_policies = sa.Table(
     "gate_policies",
     metadata,
     sa.Column("resource_name", sa.String(200), primary_key=True),
-    sa.Column("body", JsonType, nullable=False),
-    sa.Column("recorded_by", sa.String(200), nullable=False),
-    sa.Column("update_time", Time, nullable=False),
+    *_record("recorded_by", "update_time"),
 )

@@ -22,6 +22,14 @@ metadata = sa.MetaData(
 JsonType = sa.JSON().with_variant(JSONB(), "postgresql")
 Time = sa.Float(precision=53)
 
+
+def seq_column(name: str = "seq") -> sa.Column:
+    """An auto-increment integer primary key: the order rows were added in."""
+    return sa.Column(
+        name, sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+
+
 rollouts = sa.Table(
     "rollouts",
     metadata,
@@ -68,12 +76,7 @@ spans = sa.Table(
     "spans",
     metadata,
     # Store-issued, strictly increasing: the order of arrival across the whole store.
-    sa.Column(
-        "sequence_id",
-        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
-        primary_key=True,
-        autoincrement=True,
-    ),
+    seq_column("sequence_id"),
     sa.Column("rollout_id", sa.String(200), sa.ForeignKey("rollouts.rollout_id"), nullable=False),
     sa.Column("attempt_id", sa.String(64), sa.ForeignKey("attempts.attempt_id"), nullable=False),
     sa.Column("trace_id", sa.String(64), nullable=False),
@@ -94,9 +97,7 @@ sa.Index("ix_spans_rollout_seq", spans.c.rollout_id, spans.c.sequence_id)
 rewards = sa.Table(
     "rewards",
     metadata,
-    sa.Column(
-        "seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
-    ),
+    seq_column(),
     sa.Column("reward_id", sa.String(200), nullable=False, unique=True),
     sa.Column("rollout_id", sa.String(200), sa.ForeignKey("rollouts.rollout_id"), nullable=False),
     sa.Column("attempt_id", sa.String(64), sa.ForeignKey("attempts.attempt_id"), nullable=True),
@@ -112,9 +113,7 @@ sa.Index("ix_rewards_rollout", rewards.c.rollout_id, rewards.c.seq)
 resource_versions = sa.Table(
     "resource_versions",
     metadata,
-    sa.Column(
-        "seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
-    ),
+    seq_column(),
     sa.Column("version_id", sa.String(64), nullable=False, unique=True),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("resource", JsonType, nullable=False),
@@ -129,9 +128,7 @@ sa.Index("ix_resource_versions_name", resource_versions.c.name, resource_version
 resource_sets = sa.Table(
     "resource_sets",
     metadata,
-    sa.Column(
-        "seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
-    ),
+    seq_column(),
     sa.Column("resources_id", sa.String(64), nullable=False, unique=True),
     sa.Column("versions", JsonType, nullable=False),
     sa.Column("create_time", Time, nullable=False),
@@ -148,9 +145,7 @@ resource_pointers = sa.Table(
 pointer_history = sa.Table(
     "pointer_history",
     metadata,
-    sa.Column(
-        "seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
-    ),
+    seq_column(),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("pointer", sa.String(16), nullable=False),
     sa.Column("version_id", sa.String(64), nullable=False),

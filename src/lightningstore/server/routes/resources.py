@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import Request
 
 from lightningstore.auth.tokens import Permission
-from lightningstore.errors import NotFoundError
+from lightningstore.errors import found
 from lightningstore.gate.authority import pointer_actor, require_default_approver
 from lightningstore.http_api import AddResourcesBody, AddVersionBody, MovePointerBody, ResourceSetBody
 from lightningstore.resource import Pointer, PointerMove, ResourceSet, ResourceVersion
@@ -40,10 +40,7 @@ async def get_resource_version(request: Request, version_id: str) -> ResourceVer
     """One version (404 if unknown)."""
     store, caller = context(request)
     caller.require(Permission.READ_RUNTIME)
-    version = await store.get_resource_version(version_id)
-    if version is None:
-        raise NotFoundError("resource version", version_id)
-    return version
+    return found(await store.get_resource_version(version_id), "resource version", version_id)
 
 
 async def add_resources(request: Request, body: AddResourcesBody) -> ResourceSet:
@@ -71,10 +68,7 @@ async def get_resources(request: Request, resources_id: str) -> ResourceSet:
     """One set (404 if unknown)."""
     store, caller = context(request)
     caller.require(Permission.READ_RUNTIME)
-    found = await store.get_resources_by_id(resources_id)
-    if found is None:
-        raise NotFoundError("resource set", resources_id)
-    return found
+    return found(await store.get_resources_by_id(resources_id), "resource set", resources_id)
 
 
 async def get_pointer(

@@ -6,7 +6,7 @@ from fastapi import Body, Request
 
 from lightningstore.attempt import AttemptedRollout
 from lightningstore.auth.tokens import Caller, Permission
-from lightningstore.errors import NotFoundError
+from lightningstore.errors import found
 from lightningstore.http_api import (
     DequeueBody,
     QueryRolloutsBody,
@@ -92,10 +92,7 @@ async def get_rollout(request: Request, rollout_id: str) -> Rollout:
     """One rollout (404 if unknown)."""
     store, caller = context(request)
     caller.require(Permission.READ_RUNTIME)
-    rollout = await store.get_rollout_by_id(rollout_id)
-    if rollout is None:
-        raise NotFoundError("rollout", rollout_id)
-    return rollout
+    return found(await store.get_rollout_by_id(rollout_id), "rollout", rollout_id)
 
 
 async def update_rollout(request: Request, rollout_id: str, body: UpdateRolloutBody) -> Rollout:

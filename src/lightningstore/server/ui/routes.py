@@ -88,38 +88,24 @@ async def logout(request: Request) -> Response:
 
 
 async def _rollouts_context(
-    request: Request, status: str, mode: str, group: str, page: str, per_page: str
+    request: Request, status: str = "", mode: str = "", group: str = "", page: str = "", per_page: str = ""
 ) -> dict[str, object]:
+    """The rollouts table's filter from the query string, and the page of rows it selects."""
     f = RolloutFilter.parse(status, mode, group, page, per_page)
     return {"f": f, "data": await rollout_page(_store(request), f)}
 
 
+RolloutsContext = Annotated[dict[str, object], Depends(_rollouts_context)]
+
+
 @router.get("/rollouts")
-async def rollouts(
-    request: Request,
-    caller: Viewer,
-    status: str = "",
-    mode: str = "",
-    group: str = "",
-    page: str = "",
-    per_page: str = "",
-) -> HTMLResponse:
-    context = await _rollouts_context(request, status, mode, group, page, per_page)
+async def rollouts(request: Request, caller: Viewer, context: RolloutsContext) -> HTMLResponse:
     return render(request, "rollouts.html", caller=caller, active="rollouts", **context)
 
 
 @router.get("/rollouts/live")
-async def rollouts_live(
-    request: Request,
-    caller: Viewer,
-    status: str = "",
-    mode: str = "",
-    group: str = "",
-    page: str = "",
-    per_page: str = "",
-) -> HTMLResponse:
+async def rollouts_live(request: Request, caller: Viewer, context: RolloutsContext) -> HTMLResponse:
     """The table alone, for the page's script to swap in while training runs."""
-    context = await _rollouts_context(request, status, mode, group, page, per_page)
     return render(request, "_rollouts_live.html", caller=caller, **context)
 
 
