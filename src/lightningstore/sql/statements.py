@@ -40,11 +40,17 @@ MAX_QUEUE_SEQ = Prepared(sa.select(sa.func.coalesce(sa.func.max(R.c.queue_seq), 
 INSERT_ROLLOUT = Prepared(sa.insert(R), column_keys=[c.key for c in R.c if c.key != "current_attempt_id"])
 """A new rollout's row: the fields of `Rollout` plus its `queue_seq` (it has no current attempt yet)."""
 
-SET_ROLLOUT_STATUS = Prepared(
-    sa.update(R)
-    .where(R.c.rollout_id == _b("p_rollout_id"))
-    .values(status=_b("p_status"), end_time=_b("p_end_time"), failure_reason=_b("p_failure_reason"))
-)
+
+def _set_ending(table: sa.Table, key: str) -> Prepared:
+    """Set the status, end time and failure reason of the row whose `key` is bound as `p_<key>`."""
+    return Prepared(
+        sa.update(table)
+        .where(table.c[key] == _b(f"p_{key}"))
+        .values(status=_b("p_status"), end_time=_b("p_end_time"), failure_reason=_b("p_failure_reason"))
+    )
+
+
+SET_ROLLOUT_STATUS = _set_ending(R, "rollout_id")
 # The rollout follows its attempt from preparing to running only while that attempt is current.
 START_RUNNING = Prepared(
     sa.update(R)
@@ -114,11 +120,7 @@ SET_ATTEMPT_ALIVE = Prepared(
 SET_ATTEMPT_STATUS = Prepared(
     sa.update(A).where(A.c.attempt_id == _b("p_attempt_id")).values(status=_b("p_status"))
 )
-SET_ATTEMPT_END = Prepared(
-    sa.update(A)
-    .where(A.c.attempt_id == _b("p_attempt_id"))
-    .values(status=_b("p_status"), end_time=_b("p_end_time"), failure_reason=_b("p_failure_reason"))
-)
+SET_ATTEMPT_END = _set_ending(A, "attempt_id")
 # A span is a heartbeat of its attempt unless the attempt has ended; its owner and status come
 # back either way, to check the spans against it.
 TOUCH_ATTEMPT = Prepared(
