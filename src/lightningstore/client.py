@@ -6,6 +6,7 @@ import asyncio
 import random
 import uuid
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any, Literal
 
 import httpx
@@ -25,14 +26,24 @@ from lightningstore.errors import (
 from lightningstore.http_api import FinishAttemptBody, path_segment
 from lightningstore.http_errors import StoreUnavailableError, error_from_response, retry_after
 from lightningstore.json_writer import write_json
-from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
+from lightningstore.resource import PointerMove, ResourceSet, ResourceVersion
 from lightningstore.reward import Reward, RewardIn
-from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
+from lightningstore.rollout import Rollout, RolloutRequest
 from lightningstore.span import Span, SpanIn
 from lightningstore.statistics import StoreStatistics
-from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
-from lightningstore.store import LightningStore, RolloutSortKey
-from lightningstore.unset import UNSET, Unset
+from lightningstore.store import LightningStore
+from lightningstore.store_request import (
+    AttemptFinish,
+    AttemptUpdate,
+    PointerMoveRequest,
+    ResourcesRequest,
+    RolloutQuery,
+    RolloutUpdate,
+    SpanQuery,
+    SpansManyQuery,
+    VersionRequest,
+    WorkerUpdate,
+)
 from lightningstore.worker import Worker
 
 MAX_WAIT_PER_CALL = 30.0
@@ -199,26 +210,8 @@ class StoreClient(LightningStore):
         body = {"limit": limit, "worker_id": worker_id}
         return _claims.validate_json(await self._call("POST", "/v1/rollouts/dequeue", body, idempotent=False))
 
-    async def start_rollout(
-        self,
-        input: Any,
-        *,
-        mode: RolloutMode | str = RolloutMode.TRAIN,
-        resources_id: str | None = None,
-        config: RolloutConfig | None = None,
-        metadata: dict[str, Any] | None = None,
-        group_id: str | None = None,
-        worker_id: str | None = None,
-    ) -> AttemptedRollout:
-        body = {
-            "input": input,
-            "mode": mode,
-            "resources_id": resources_id,
-            "config": _dump(config),
-            "metadata": metadata,
-            "group_id": group_id,
-            "worker_id": worker_id,
-        }
+    async def _start_rollout(self, request: RolloutRequest, worker_id: str | None) -> AttemptedRollout:
+        body = {**request.model_dump(exclude={"rollout_id"}), "worker_id": worker_id}
         data = await self._call("POST", "/v1/rollouts/start", body, idempotent=False)
         return AttemptedRollout.model_validate_json(data)
 
@@ -233,60 +226,27 @@ class StoreClient(LightningStore):
         path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}/heartbeat"
         return Attempt.model_validate_json(await self._call("POST", path, {"worker_id": worker_id}))
 
-    async def update_attempt(
-        self,
-        rollout_id: str,
-        attempt_id: str | Literal["latest"],
-        *,
-        status: AttemptStatus | str | Unset = UNSET,
-        failure_reason: str | None | Unset = UNSET,
-        worker_id: str | None | Unset = UNSET,
-        metadata: dict[str, Any] | Unset = UNSET,
-    ) -> Attempt:
-        fields = {
-            "status": status,
-            "failure_reason": failure_reason,
-            "worker_id": worker_id,
-            "metadata": metadata,
-        }
-        body = {k: v for k, v in fields.items() if v is not UNSET}
-        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}"
-        return Attempt.model_validate_json(await self._call("PATCH", path, body))
+    async def _update_attempt(self, update: AttemptUpdate) -> Attempt:
+        path = f"/v1/rollouts/{path_segment(update.rollout_id)}/attempts/{path_segment(update.attempt_id)}"
+        return Attempt.model_validate_json(await self._call("PATCH", path, update.changes()))
 
-    async def finish_attempt(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        *,
-        status: AttemptStatus | str,
-        failure_reason: str | None = None,
-        spans: Sequence[SpanIn] = (),
-        rewards: Sequence[RewardIn] = (),
-    ) -> Attempt:
+    async def _finish_attempt(self, finish: AttemptFinish) -> Attempt:
+        rollout_id, attempt_id = finish.rollout_id, finish.attempt_id
         body = FinishAttemptBody(
-            status=ending_status(status),
-            failure_reason=failure_reason,
-            spans=[s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in spans],
+            status=ending_status(finish.status),
+            failure_reason=finish.failure_reason,
+            spans=[s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in finish.spans],
             rewards=owned_rewards(
-                rewards, rollout_id, attempt_id
+                finish.rewards, rollout_id, attempt_id
             ),  # ids fixed here: a retry stores them once
         )
         path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}/finish"
         return Attempt.model_validate_json(await self._call("POST", path, body.model_dump_json().encode()))
 
-    async def update_rollout(
-        self,
-        rollout_id: str,
-        *,
-        status: RolloutStatus | str | Unset = UNSET,
-        metadata: dict[str, Any] | Unset = UNSET,
-        config: RolloutConfig | Unset = UNSET,
-        resources_id: str | None | Unset = UNSET,
-    ) -> Rollout:
-        fields = {"status": status, "metadata": metadata, "config": config, "resources_id": resources_id}
-        body = {k: _dump(v) for k, v in fields.items() if v is not UNSET}
+    async def _update_rollout(self, update: RolloutUpdate) -> Rollout:
+        body = {k: _dump(v) for k, v in update.changes().items()}
         return Rollout.model_validate_json(
-            await self._call("PATCH", f"/v1/rollouts/{path_segment(rollout_id)}", body)
+            await self._call("PATCH", f"/v1/rollouts/{path_segment(update.rollout_id)}", body)
         )
 
     async def cancel_rollout(self, rollout_id: str) -> Rollout:
@@ -336,27 +296,12 @@ class StoreClient(LightningStore):
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
         return await self._get_or_none(f"/v1/rollouts/{path_segment(rollout_id)}", _maybe_rollout)
 
-    async def query_rollouts(
-        self,
-        *,
-        status: Sequence[RolloutStatus | str] | None = None,
-        mode: RolloutMode | str | None = None,
-        rollout_ids: Sequence[str] | None = None,
-        group_id: str | None = None,
-        sort_by: RolloutSortKey = "enqueue_time",
-        descending: bool = False,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[Rollout]:
+    async def _query_rollouts(self, query: RolloutQuery) -> list[Rollout]:
+        status, rollout_ids = query.status, query.rollout_ids
         body = {
+            **asdict(query),
             "status": [status] if isinstance(status, str) else (list(status) if status is not None else None),
-            "mode": mode,
             "rollout_ids": list(rollout_ids) if rollout_ids is not None else None,
-            "group_id": group_id,
-            "sort_by": sort_by,
-            "descending": descending,
-            "limit": limit,
-            "offset": offset,
         }
         return _rollouts.validate_json(await self._call("POST", "/v1/rollouts/query", body))
 
@@ -370,42 +315,23 @@ class StoreClient(LightningStore):
             f"/v1/rollouts/{path_segment(rollout_id)}/attempts/latest", _maybe_attempt
         )
 
-    async def query_spans(
-        self,
-        rollout_id: str,
-        attempt_id: str | Literal["latest"] | None = None,
-        *,
-        name: str | None = None,
-        after_sequence_id: int | None = None,
-        limit: int | None = None,
-    ) -> list[Span]:
-        params = {
-            "attempt_id": attempt_id,
-            "name": name,
-            "after_sequence_id": after_sequence_id,
-            "limit": limit,
-        }
-        path = f"/v1/rollouts/{path_segment(rollout_id)}/spans"
+    async def _query_spans(self, query: SpanQuery) -> list[Span]:
+        params = asdict(query)
+        path = f"/v1/rollouts/{path_segment(params.pop('rollout_id'))}/spans"
         return _spans.validate_json(await self._call("GET", path, params=params))
 
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
         path = f"/v1/rollouts/{path_segment(rollout_id)}/rewards"
         return _rewards.validate_json(await self._call("GET", path, params={"name": name}))
 
-    async def query_spans_many(
-        self,
-        rollout_ids: Sequence[str],
-        attempt: Literal["latest"] | None = "latest",
-        *,
-        attributes: Sequence[str] | None = None,
-    ) -> dict[str, list[Span]]:
+    async def _query_spans_many(self, query: SpansManyQuery) -> dict[str, list[Span]]:
         # Checked here too, so that a bad call fails the same way without a round trip.
-        ids = distinct_ids(rollout_ids)
-        checked_attempt(attempt)
-        keys = checked_attributes(attributes)
+        ids = distinct_ids(query.rollout_ids)
+        checked_attempt(query.attempt)
+        keys = checked_attributes(query.attributes)
         body = {
             "rollout_ids": ids,
-            "attempt": attempt,
+            "attempt": query.attempt,
             "attributes": list(keys) if keys is not None else None,
         }
         return _spans_by_rollout.validate_json(await self._call("POST", "/v1/spans/query", body))
@@ -416,39 +342,19 @@ class StoreClient(LightningStore):
 
     # ---- resources ---------------------------------------------------------------------------
 
-    async def add_resource_version(
-        self,
-        name: str,
-        resource: Resource,
-        *,
-        parent_id: str | None = None,
-        created_by: str = "unknown",
-        artifact: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        version_id: str | None = None,
-    ) -> ResourceVersion:
+    async def _add_resource_version(self, request: VersionRequest) -> ResourceVersion:
         body = {
-            "name": name,
-            "resource": _dump(resource),
-            "parent_id": parent_id,
-            "created_by": created_by,
-            "artifact": artifact,
-            "metadata": metadata,
-            "version_id": version_id or _new_id("rv"),
+            **asdict(request),
+            "resource": _dump(request.resource),
+            "version_id": request.version_id or _new_id("rv"),
         }
         return ResourceVersion.model_validate_json(await self._call("POST", "/v1/resource-versions", body))
 
-    async def add_resources(
-        self,
-        resources: dict[str, Resource],
-        *,
-        created_by: str = "unknown",
-        parents: dict[str, str] | None = None,
-    ) -> ResourceSet:
+    async def _add_resources(self, request: ResourcesRequest) -> ResourceSet:
         body = {
-            "resources": {name: _dump(r) for name, r in resources.items()},
-            "created_by": created_by,
-            "parents": parents,
+            "resources": {name: _dump(r) for name, r in request.resources.items()},
+            "created_by": request.created_by,
+            "parents": request.parents,
         }
         data = await self._call("POST", "/v1/resources", body, idempotent=False)
         return ResourceSet.model_validate_json(data)
@@ -475,18 +381,9 @@ class StoreClient(LightningStore):
             await self._call("GET", "/v1/resource-versions", params={"name": name})
         )
 
-    async def move_pointer(
-        self,
-        name: str,
-        pointer: Literal["latest", "approved"],
-        version_id: str,
-        *,
-        actor: str,
-        reason: str = "",
-    ) -> PointerMove:
-        body = {"name": name, "pointer": pointer, "version_id": version_id, "actor": actor, "reason": reason}
+    async def _move_pointer(self, move: PointerMoveRequest) -> PointerMove:
         return PointerMove.model_validate_json(
-            await self._call("PUT", "/v1/pointers", body, idempotent=False)
+            await self._call("PUT", "/v1/pointers", asdict(move), idempotent=False)
         )
 
     async def query_pointer_history(
@@ -497,18 +394,11 @@ class StoreClient(LightningStore):
 
     # ---- workers and statistics --------------------------------------------------------------
 
-    async def update_worker(
-        self,
-        worker_id: str,
-        *,
-        status: WorkerStatus | str | Unset = UNSET,
-        metadata: dict[str, Any] | Unset = UNSET,
-    ) -> Worker:
-        if not worker_id:
+    async def _update_worker(self, update: WorkerUpdate) -> Worker:
+        if not update.worker_id:
             raise InvalidInputError("worker_id", "must not be empty")
-        body = {k: v for k, v in {"status": status, "metadata": metadata}.items() if v is not UNSET}
         return Worker.model_validate_json(
-            await self._call("PUT", f"/v1/workers/{path_segment(worker_id)}", body)
+            await self._call("PUT", f"/v1/workers/{path_segment(update.worker_id)}", update.changes())
         )
 
     async def query_workers(self) -> list[Worker]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -34,6 +34,17 @@ class RolloutConfig(BaseModel):
         return value
 
 
+class RolloutOptions(TypedDict, total=False):
+    """The keyword arguments `enqueue_rollout` and `start_rollout` share; an absent or None one is
+    the default: mode `train`, no resource set, the default config, no metadata, no group."""
+
+    mode: RolloutMode | str
+    resources_id: str | None
+    config: RolloutConfig | None
+    metadata: dict[str, Any] | None
+    group_id: str | None
+
+
 class RolloutRequest(BaseModel):
     """What a caller gives to enqueue a rollout; `rollout_id` makes the enqueue idempotent."""
 
@@ -49,18 +60,16 @@ class RolloutRequest(BaseModel):
 
     @classmethod
     def of(
-        cls,
-        input: Any,
-        *,
-        mode: RolloutMode | str = RolloutMode.TRAIN,
-        resources_id: str | None = None,
-        config: RolloutConfig | None = None,
-        metadata: dict[str, Any] | None = None,
-        group_id: str | None = None,
-        rollout_id: str | None = None,
+        cls, input: Any, *, rollout_id: str | None = None, **options: Unpack[RolloutOptions]
     ) -> RolloutRequest:
         """The request `enqueue_rollout`'s arguments describe (None: the default config, no metadata);
         InvalidInputError naming the first field that does not fit."""
+        unknown = sorted(set(options) - RolloutOptions.__optional_keys__)
+        if unknown:
+            raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+        mode = options.get("mode", RolloutMode.TRAIN)
+        config = options.get("config")
+        metadata = options.get("metadata")
         try:
             mode = RolloutMode(mode)
         except ValueError:
@@ -70,10 +79,10 @@ class RolloutRequest(BaseModel):
             return cls(
                 input=input,
                 mode=mode,
-                resources_id=resources_id,
+                resources_id=options.get("resources_id"),
                 config=config if config is not None else RolloutConfig(),
                 metadata=metadata if metadata is not None else {},
-                group_id=group_id,
+                group_id=options.get("group_id"),
                 rollout_id=rollout_id,
             )
         except ValidationError as exc:

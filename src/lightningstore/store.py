@@ -16,19 +16,32 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
 from lightningstore.reward import Reward, RewardIn
-from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
+from lightningstore.rollout import Rollout, RolloutConfig, RolloutOptions, RolloutRequest
 from lightningstore.span import Span, SpanIn
 from lightningstore.statistics import StoreStatistics
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+from lightningstore.store_request import (
+    AttemptFinish,
+    AttemptUpdate,
+    PointerMoveRequest,
+    ResourcesRequest,
+    RolloutQuery,
+    RolloutSortKey,
+    RolloutUpdate,
+    SpanQuery,
+    SpansManyQuery,
+    VersionRequest,
+    WorkerUpdate,
+)
 from lightningstore.unset import UNSET, Unset
 from lightningstore.worker import Worker
 
-RolloutSortKey = Literal["enqueue_time", "start_time", "end_time", "rollout_id", "status"]
+__all__ = ["MAX_READ_ATTRIBUTES", "MAX_READ_IDS", "LightningStore", "RolloutSortKey"]
 
 MAX_READ_IDS = 1000
 """The most rollout ids one `query_spans_many` or `query_rewards_many` call takes (duplicates count)."""
@@ -42,32 +55,19 @@ class LightningStore(ABC):
     # ---- rollouts: enqueue and claim ------------------------------------------------------
 
     async def enqueue_rollout(
-        self,
-        input: Any,
-        *,
-        mode: RolloutMode | str = RolloutMode.TRAIN,
-        resources_id: str | None = None,
-        config: RolloutConfig | None = None,
-        metadata: dict[str, Any] | None = None,
-        group_id: str | None = None,
-        rollout_id: str | None = None,
+        self, input: Any, *, rollout_id: str | None = None, **options: Unpack[RolloutOptions]
     ) -> Rollout:
         """Queue one rollout (status `queuing`) and return it.
 
         `rollout_id`, when given, makes the call idempotent: enqueueing the same id again returns
         the stored rollout unchanged (ConflictError if its input differs). `resources_id`, when
         given, must name a stored resource set (NotFoundError otherwise).
+        `options` are `mode` (default `train`), `resources_id`, `config`, `metadata` and `group_id`
+        (lightningstore.rollout.RolloutOptions).
         """
-        request = RolloutRequest.of(
-            input,
-            mode=mode,
-            resources_id=resources_id,
-            config=config,
-            metadata=metadata,
-            group_id=group_id,
-            rollout_id=rollout_id,
+        (rollout,) = await self.enqueue_many_rollouts(
+            [RolloutRequest.of(input, rollout_id=rollout_id, **options)]
         )
-        (rollout,) = await self.enqueue_many_rollouts([request])
         return rollout
 
     @abstractmethod
@@ -93,23 +93,17 @@ class LightningStore(ABC):
         """Claim up to `limit` rollouts at once, oldest first; the rules of `dequeue_rollout`."""
 
     async def start_rollout(
-        self,
-        input: Any,
-        *,
-        mode: RolloutMode | str = RolloutMode.TRAIN,
-        resources_id: str | None = None,
-        config: RolloutConfig | None = None,
-        metadata: dict[str, Any] | None = None,
-        group_id: str | None = None,
-        worker_id: str | None = None,
+        self, input: Any, *, worker_id: str | None = None, **options: Unpack[RolloutOptions]
     ) -> AttemptedRollout:
         """Create a rollout and claim it at once (no queue): it starts in `preparing` with attempt 1.
 
         The arguments follow `enqueue_rollout`'s rules; `worker_id` is the claim's, as in `start_attempt`.
         """
-        rollout = await self.enqueue_rollout(
-            input, mode=mode, resources_id=resources_id, config=config, metadata=metadata, group_id=group_id
-        )
+        return await self._start_rollout(RolloutRequest.of(input, rollout_id=None, **options), worker_id)
+
+    async def _start_rollout(self, request: RolloutRequest, worker_id: str | None) -> AttemptedRollout:
+        """`start_rollout` of a checked request: enqueue, then claim (a backend may do both at once)."""
+        (rollout,) = await self.enqueue_many_rollouts([request])
         return await self.start_attempt(rollout.rollout_id, worker_id=worker_id)
 
     @abstractmethod
@@ -130,7 +124,6 @@ class LightningStore(ABC):
         IllegalTransitionError if the attempt has ended (succeeded, failed, timeout).
         """
 
-    @abstractmethod
     async def update_attempt(
         self,
         rollout_id: str,
@@ -148,8 +141,14 @@ class LightningStore(ABC):
         kind is in `config.retry_on` and attempts remain, else rollout `failed` with the reason.
         Ending an attempt that is no longer current changes only that attempt.
         """
+        return await self._update_attempt(
+            AttemptUpdate(rollout_id, attempt_id, status, failure_reason, worker_id, metadata)
+        )
 
     @abstractmethod
+    async def _update_attempt(self, update: AttemptUpdate) -> Attempt:
+        """`update_attempt`."""
+
     async def finish_attempt(
         self,
         rollout_id: str,
@@ -170,8 +169,14 @@ class LightningStore(ABC):
         rewards are still stored (late telemetry stays with its attempt) and IllegalTransitionError
         is raised; NotFoundError (nothing stored) if the attempt does not exist.
         """
+        return await self._finish_attempt(
+            AttemptFinish(rollout_id, attempt_id, status, failure_reason, spans, rewards)
+        )
 
     @abstractmethod
+    async def _finish_attempt(self, finish: AttemptFinish) -> Attempt:
+        """`finish_attempt`."""
+
     async def update_rollout(
         self,
         rollout_id: str,
@@ -184,6 +189,11 @@ class LightningStore(ABC):
         """Change a rollout; only the given fields change. Status moves follow the state machine;
         a terminal status also ends the current attempt if it is still open (cancelled -> failed).
         """
+        return await self._update_rollout(RolloutUpdate(rollout_id, status, metadata, config, resources_id))
+
+    @abstractmethod
+    async def _update_rollout(self, update: RolloutUpdate) -> Rollout:
+        """`update_rollout`."""
 
     async def cancel_rollout(self, rollout_id: str) -> Rollout:
         """Cancel a rollout that has not finished; cancelling a cancelled rollout returns it unchanged
@@ -242,7 +252,6 @@ class LightningStore(ABC):
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
         """The rollout, or None."""
 
-    @abstractmethod
     async def query_rollouts(
         self,
         *,
@@ -256,6 +265,13 @@ class LightningStore(ABC):
         offset: int = 0,
     ) -> list[Rollout]:
         """Rollouts matching every given filter, sorted (ties broken by rollout_id), paginated."""
+        return await self._query_rollouts(
+            RolloutQuery(status, mode, rollout_ids, group_id, sort_by, descending, limit, offset)
+        )
+
+    @abstractmethod
+    async def _query_rollouts(self, query: RolloutQuery) -> list[Rollout]:
+        """`query_rollouts`."""
 
     @abstractmethod
     async def query_attempts(self, rollout_id: str) -> list[Attempt]:
@@ -265,7 +281,6 @@ class LightningStore(ABC):
     async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
         """The rollout's most recent attempt, or None if it has none."""
 
-    @abstractmethod
     async def query_spans(
         self,
         rollout_id: str,
@@ -277,12 +292,16 @@ class LightningStore(ABC):
     ) -> list[Span]:
         """Spans of a rollout in `sequence_id` order. `attempt_id=None` gives every attempt's,
         "latest" the latest attempt's; `after_sequence_id` pages forward."""
+        return await self._query_spans(SpanQuery(rollout_id, attempt_id, name, after_sequence_id, limit))
+
+    @abstractmethod
+    async def _query_spans(self, query: SpanQuery) -> list[Span]:
+        """`query_spans`."""
 
     @abstractmethod
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
         """Rewards of a rollout in the order they were added."""
 
-    @abstractmethod
     async def query_spans_many(
         self,
         rollout_ids: Sequence[str],
@@ -305,6 +324,11 @@ class LightningStore(ABC):
         refused, not read as characters), or another `attempt` raise InvalidInputError naming the
         field and the value given. `lightningstore.spans_of_rollouts` reads any number of ids.
         """
+        return await self._query_spans_many(SpansManyQuery(rollout_ids, attempt, attributes))
+
+    @abstractmethod
+    async def _query_spans_many(self, query: SpansManyQuery) -> dict[str, list[Span]]:
+        """`query_spans_many`."""
 
     @abstractmethod
     async def query_rewards_many(self, rollout_ids: Sequence[str]) -> dict[str, list[Reward]]:
@@ -317,7 +341,6 @@ class LightningStore(ABC):
 
     # ---- resources -----------------------------------------------------------------------------
 
-    @abstractmethod
     async def add_resource_version(
         self,
         name: str,
@@ -335,8 +358,14 @@ class LightningStore(ABC):
         `version_id` with the same content returns the stored version (ConflictError otherwise).
         The first version of a name also becomes `approved` (the initial baseline).
         """
+        return await self._add_resource_version(
+            VersionRequest(name, resource, parent_id, created_by, artifact, metadata, version_id)
+        )
 
     @abstractmethod
+    async def _add_resource_version(self, request: VersionRequest) -> ResourceVersion:
+        """`add_resource_version`."""
+
     async def add_resources(
         self,
         resources: dict[str, Resource],
@@ -345,6 +374,11 @@ class LightningStore(ABC):
         parents: dict[str, str] | None = None,
     ) -> ResourceSet:
         """Publish one version per name (as `add_resource_version`) and bind them in a new set."""
+        return await self._add_resources(ResourcesRequest(resources, created_by, parents))
+
+    @abstractmethod
+    async def _add_resources(self, request: ResourcesRequest) -> ResourceSet:
+        """`add_resources`."""
 
     @abstractmethod
     async def add_resource_set(self, versions: dict[str, str]) -> ResourceSet:
@@ -376,7 +410,6 @@ class LightningStore(ABC):
     async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
         """Versions (of one name, or all), oldest first."""
 
-    @abstractmethod
     async def move_pointer(
         self,
         name: str,
@@ -394,6 +427,11 @@ class LightningStore(ABC):
         move's `actor` is the credentials' identity (`approver:alice`), the stated `actor` after it
         when that differs (`approver:alice (stated: ops)`).
         """
+        return await self._move_pointer(PointerMoveRequest(name, pointer, version_id, actor, reason))
+
+    @abstractmethod
+    async def _move_pointer(self, move: PointerMoveRequest) -> PointerMove:
+        """`move_pointer`."""
 
     @abstractmethod
     async def query_pointer_history(
@@ -403,7 +441,6 @@ class LightningStore(ABC):
 
     # ---- workers and statistics ---------------------------------------------------------------
 
-    @abstractmethod
     async def update_worker(
         self,
         worker_id: str,
@@ -412,6 +449,11 @@ class LightningStore(ABC):
         metadata: dict[str, Any] | Unset = UNSET,
     ) -> Worker:
         """Create or update a worker and record its heartbeat."""
+        return await self._update_worker(WorkerUpdate(worker_id, status, metadata))
+
+    @abstractmethod
+    async def _update_worker(self, update: WorkerUpdate) -> Worker:
+        """`update_worker`."""
 
     @abstractmethod
     async def query_workers(self) -> list[Worker]:

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
-
 import sqlalchemy as sa
 
 from lightningstore.attempt import Attempt
 from lightningstore.attempt_end import ending_status, owned_rewards
 from lightningstore.errors import IllegalTransitionError, InvalidInputError, NotFoundError
 from lightningstore.finite import refuse_non_finite
-from lightningstore.reward import RewardIn
 from lightningstore.rollout import RolloutConfig
-from lightningstore.span import SpanIn
 from lightningstore.sql import statements, tables
 from lightningstore.sql.database import parse_enum
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.span_writer import SpanBatch
 from lightningstore.status import AttemptStatus, WorkerStatus
-from lightningstore.unset import UNSET, Unset
+from lightningstore.store_request import AttemptFinish, AttemptUpdate
+from lightningstore.unset import UNSET
 
 
 class SqlAttempts(SqlPart):
@@ -37,27 +33,19 @@ class SqlAttempts(SqlPart):
 
         return await self._db.write(_tx)
 
-    async def update_attempt(
-        self,
-        rollout_id: str,
-        attempt_id: str | Literal["latest"],
-        *,
-        status: AttemptStatus | str | Unset = UNSET,
-        failure_reason: str | None | Unset = UNSET,
-        worker_id: str | None | Unset = UNSET,
-        metadata: dict[str, Any] | Unset = UNSET,
-    ) -> Attempt:
+    async def _update_attempt(self, update: AttemptUpdate) -> Attempt:
+        rollout_id, attempt_id, status, metadata = (
+            update.rollout_id,
+            update.attempt_id,
+            update.status,
+            update.metadata,
+        )
         new_status = parse_enum(AttemptStatus, status, "status") if status is not UNSET else UNSET
         if metadata is not UNSET and not isinstance(metadata, dict):
             raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
         refuse_non_finite(metadata, "metadata")
-        values: dict[str, Any] = {}
-        if failure_reason is not UNSET:
-            values["failure_reason"] = failure_reason
-        if worker_id is not UNSET:
-            values["worker_id"] = worker_id
-        if metadata is not UNSET:
-            values["metadata"] = metadata
+        values = update.changes()
+        values.pop("status", None)
 
         def _tx(conn: sa.Connection) -> Attempt:
             target_id = attempt_id
@@ -80,19 +68,11 @@ class SqlAttempts(SqlPart):
 
         return await self._db.write(_tx)
 
-    async def finish_attempt(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        *,
-        status: AttemptStatus | str,
-        failure_reason: str | None = None,
-        spans: Sequence[SpanIn] = (),
-        rewards: Sequence[RewardIn] = (),
-    ) -> Attempt:
-        ending = ending_status(status)
-        batch = SpanBatch.of(spans)
-        checked = owned_rewards(rewards, rollout_id, attempt_id)
+    async def _finish_attempt(self, finish: AttemptFinish) -> Attempt:
+        rollout_id, attempt_id, failure_reason = finish.rollout_id, finish.attempt_id, finish.failure_reason
+        ending = ending_status(finish.status)
+        batch = SpanBatch.of(finish.spans)
+        checked = owned_rewards(finish.rewards, rollout_id, attempt_id)
         for span in batch.spans:
             if (span.rollout_id, span.attempt_id) != (rollout_id, attempt_id):
                 raise InvalidInputError(

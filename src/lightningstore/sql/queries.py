@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -20,7 +20,7 @@ from lightningstore.sql.part import SqlPart
 from lightningstore.sql.prepared import Prepared
 from lightningstore.sql.rows import attempt_from_row, reward_from_row, rollout_from_row, span_from_row
 from lightningstore.status import RolloutMode, RolloutStatus
-from lightningstore.store import RolloutSortKey
+from lightningstore.store_request import RolloutQuery, SpanQuery, SpansManyQuery
 
 SORT_COLUMNS = {"enqueue_time", "start_time", "end_time", "rollout_id", "status"}
 
@@ -52,18 +52,9 @@ class SqlQueries(SqlPart):
 
         return await self._db.read(_tx, small=True)
 
-    async def query_rollouts(
-        self,
-        *,
-        status: Sequence[RolloutStatus | str] | None = None,
-        mode: RolloutMode | str | None = None,
-        rollout_ids: Sequence[str] | None = None,
-        group_id: str | None = None,
-        sort_by: RolloutSortKey = "enqueue_time",
-        descending: bool = False,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[Rollout]:
+    async def _query_rollouts(self, asked: RolloutQuery) -> list[Rollout]:
+        status, mode, rollout_ids, group_id = asked.status, asked.mode, asked.rollout_ids, asked.group_id
+        sort_by, descending, limit, offset = asked.sort_by, asked.descending, asked.limit, asked.offset
         if sort_by not in SORT_COLUMNS:
             raise InvalidInputError("sort_by", f"must be one of {sorted(SORT_COLUMNS)}, got {sort_by!r}")
         if limit is not None and limit < 0:
@@ -110,15 +101,9 @@ class SqlQueries(SqlPart):
     async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
         return await self._db.read(lambda conn: self._life.latest_attempt(conn, rollout_id), small=True)
 
-    async def query_spans(
-        self,
-        rollout_id: str,
-        attempt_id: str | Literal["latest"] | None = None,
-        *,
-        name: str | None = None,
-        after_sequence_id: int | None = None,
-        limit: int | None = None,
-    ) -> list[Span]:
+    async def _query_spans(self, asked: SpanQuery) -> list[Span]:
+        rollout_id, attempt_id, name = asked.rollout_id, asked.attempt_id, asked.name
+        after_sequence_id, limit = asked.after_sequence_id, asked.limit
         if limit is not None and limit < 0:
             raise InvalidInputError("limit", f"must be >= 0, got {limit}")
         query = _spans_query(
@@ -156,16 +141,11 @@ class SqlQueries(SqlPart):
 
         return await self._db.read(_tx)
 
-    async def query_spans_many(
-        self,
-        rollout_ids: Sequence[str],
-        attempt: Literal["latest"] | None = "latest",
-        *,
-        attributes: Sequence[str] | None = None,
-    ) -> dict[str, list[Span]]:
-        ids = distinct_ids(rollout_ids)
+    async def _query_spans_many(self, asked: SpansManyQuery) -> dict[str, list[Span]]:
+        ids = distinct_ids(asked.rollout_ids)
+        attempt = asked.attempt
         checked_attempt(attempt)
-        keys = checked_attributes(attributes)
+        keys = checked_attributes(asked.attributes)
         query = _spans_many_query(attempt == "latest", keys)
 
         def _tx(conn: sa.Connection) -> dict[str, list[Span]]:

@@ -14,6 +14,7 @@ from lightningstore.sql import tables
 from lightningstore.sql.database import new_id
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import pointer_move_from_row, version_from_row
+from lightningstore.store_request import PointerMoveRequest, ResourcesRequest, VersionRequest
 
 _resource_adapter: TypeAdapter[Any] = TypeAdapter(Resource)
 
@@ -26,35 +27,17 @@ def _pointer(value: str) -> Pointer:
 
 
 class SqlResources(SqlPart):
-    async def add_resource_version(
-        self,
-        name: str,
-        resource: Resource,
-        *,
-        parent_id: str | None = None,
-        created_by: str = "unknown",
-        artifact: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        version_id: str | None = None,
-    ) -> ResourceVersion:
-        def _tx(conn: sa.Connection) -> Any:
-            return self._add_version(
-                conn, name, resource, parent_id, created_by, artifact, metadata, version_id
-            )
+    async def _add_resource_version(self, request: VersionRequest) -> ResourceVersion:
+        return await self._db.write(lambda conn: self._add_version(conn, request))
 
-        return await self._db.write(_tx)
-
-    def _add_version(
-        self,
-        conn: sa.Connection,
-        name: str,
-        resource: Any,
-        parent_id: str | None,
-        created_by: str,
-        artifact: str | None,
-        metadata: dict[str, Any] | None,
-        version_id: str | None,
-    ) -> ResourceVersion:
+    def _add_version(self, conn: sa.Connection, request: VersionRequest) -> ResourceVersion:
+        name, resource, parent_id, version_id = (
+            request.name,
+            request.resource,
+            request.parent_id,
+            request.version_id,
+        )
+        created_by, metadata = request.created_by, request.metadata
         if not name or len(name) > 200:
             raise InvalidInputError("name", f"resource name must be 1..200 characters, got {name!r}")
         given = resource.model_dump() if hasattr(resource, "model_dump") else resource
@@ -64,19 +47,11 @@ class SqlResources(SqlPart):
             resource = _resource_adapter.validate_python(given)
         except ValidationError as exc:
             raise InvalidInputError("resource", str(exc)) from exc
-        if version_id is not None:
-            row = (
-                conn.execute(
-                    sa.select(tables.resource_versions).where(
-                        tables.resource_versions.c.version_id == version_id
-                    )
-                )
-            ).first()
-            if row is not None:
-                stored = version_from_row(row._mapping)
-                if stored.name != name or stored.resource != resource or stored.parent_id != parent_id:
-                    raise ConflictError(f"resource version {version_id!r} already exists with other content")
-                return stored
+        stored = self._get_version(conn, version_id) if version_id is not None else None
+        if stored is not None:
+            if stored.name != name or stored.resource != resource or stored.parent_id != parent_id:
+                raise ConflictError(f"resource version {version_id!r} already exists with other content")
+            return stored
         if parent_id is not None:
             parent = self._get_version(conn, parent_id)
             if parent is None:
@@ -91,7 +66,7 @@ class SqlResources(SqlPart):
             resource=resource,
             parent_id=parent_id,
             created_by=created_by,
-            artifact=artifact,
+            artifact=request.artifact,
             metadata=metadata or {},
             create_time=self._db.now(),
         )
@@ -101,21 +76,17 @@ class SqlResources(SqlPart):
             self._move(conn, name, Pointer.APPROVED, version.version_id, created_by, "initial baseline")
         return version
 
-    async def add_resources(
-        self,
-        resources: dict[str, Resource],
-        *,
-        created_by: str = "unknown",
-        parents: dict[str, str] | None = None,
-    ) -> ResourceSet:
-        if not resources:
+    async def _add_resources(self, request: ResourcesRequest) -> ResourceSet:
+        if not request.resources:
             raise InvalidInputError("resources", "must name at least one resource")
-        parents = parents or {}
+        parents, created_by = request.parents or {}, request.created_by
 
         def _tx(conn: sa.Connection) -> Any:
             versions = {
-                name: self._add_version(conn, name, res, parents.get(name), created_by, None, None, None)
-                for name, res in resources.items()
+                name: self._add_version(
+                    conn, VersionRequest(name, res, parents.get(name), created_by, None, None, None)
+                )
+                for name, res in request.resources.items()
             }
             return self._add_set(conn, versions)
 
@@ -225,16 +196,9 @@ class SqlResources(SqlPart):
 
         return await self._db.read(_tx)
 
-    async def move_pointer(
-        self,
-        name: str,
-        pointer: Literal["latest", "approved"],
-        version_id: str,
-        *,
-        actor: str,
-        reason: str = "",
-    ) -> PointerMove:
-        which = _pointer(pointer)
+    async def _move_pointer(self, move: PointerMoveRequest) -> PointerMove:
+        name, version_id, actor, reason = move.name, move.version_id, move.actor, move.reason
+        which = _pointer(move.pointer)
         if not actor:
             raise InvalidInputError("actor", "must name who moves the pointer")
 

@@ -18,7 +18,8 @@ from lightningstore.sql.database import new_id, parse_enum
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import rollout_from_row
 from lightningstore.status import RolloutStatus, check_rollout_transition
-from lightningstore.unset import UNSET, Unset
+from lightningstore.store_request import RolloutUpdate
+from lightningstore.unset import UNSET
 
 WAIT_COALESCE_SECONDS = 0.05
 """After a change wakes `wait_for_rollouts`, how long it lets further changes gather before re-reading."""
@@ -114,15 +115,9 @@ class SqlRollouts(SqlPart):
 
         return await self._db.write(_tx)
 
-    async def update_rollout(
-        self,
-        rollout_id: str,
-        *,
-        status: RolloutStatus | str | Unset = UNSET,
-        metadata: dict[str, Any] | Unset = UNSET,
-        config: RolloutConfig | Unset = UNSET,
-        resources_id: str | None | Unset = UNSET,
-    ) -> Rollout:
+    async def _update_rollout(self, update: RolloutUpdate) -> Rollout:
+        rollout_id, status, metadata = update.rollout_id, update.status, update.metadata
+        config, resources_id = update.config, update.resources_id
         new_status = parse_enum(RolloutStatus, status, "status") if status is not UNSET else UNSET
         if config is not UNSET and not isinstance(config, RolloutConfig):
             try:

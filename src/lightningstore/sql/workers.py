@@ -14,18 +14,14 @@ from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import worker_from_row
 from lightningstore.statistics import StoreStatistics
 from lightningstore.status import WorkerStatus
-from lightningstore.unset import UNSET, Unset
+from lightningstore.store_request import WorkerUpdate
+from lightningstore.unset import UNSET
 from lightningstore.worker import Worker
 
 
 class SqlWorkers(SqlPart):
-    async def update_worker(
-        self,
-        worker_id: str,
-        *,
-        status: WorkerStatus | str | Unset = UNSET,
-        metadata: dict[str, Any] | Unset = UNSET,
-    ) -> Worker:
+    async def _update_worker(self, update: WorkerUpdate) -> Worker:
+        worker_id, status, metadata = update.worker_id, update.status, update.metadata
         if not worker_id:
             raise InvalidInputError("worker_id", "must not be empty")
         new_status = parse_enum(WorkerStatus, status, "status") if status is not UNSET else UNSET
