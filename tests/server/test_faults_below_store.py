@@ -11,18 +11,29 @@ import asyncio
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import psycopg
 import pytest
-from backends import LiveServer, create_pg_database, start_throwaway_postgres, stop_throwaway_postgres
+import sqlalchemy as sa
+from backends import (
+    LiveServer,
+    create_pg_database,
+    drop_pg_database,
+    start_throwaway_postgres,
+    stop_throwaway_postgres,
+)
+from starlette.requests import Request
 
 from lightningstore.client import StoreClient
 from lightningstore.reward import RewardIn
 from lightningstore.rollout import RolloutRequest
+from lightningstore.server.error_handlers import answer_error
 from lightningstore.span import SpanIn
+from lightningstore.sql.database import CommitOutcomeUnknownError, SqlDatabase
 
 ROUNDS = 60
 
@@ -198,3 +209,43 @@ def test_disk_full_answers_507_keeps_data_and_recovers(small_disk: Path, tmp_pat
     finally:
         server.stop()
     _no_traceback(log)
+
+
+async def test_connection_lost_during_commit_is_500_not_retryable_503(
+    pg_server: Callable[[], str], tmp_path: Path
+) -> None:
+    server_url = pg_server()
+    db_url = create_pg_database(server_url)
+    database = SqlDatabase(db_url)
+    request = Request({"type": "http", "method": "POST", "path": "/v1/rollouts/dequeue", "headers": []})
+
+    def terminate(pid: int) -> None:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    def lost_at_commit(conn: sa.Connection) -> int:
+        pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+        terminate(pid)  # the next statement on this connection is the COMMIT
+        return pid
+
+    def lost_before_commit(conn: sa.Connection) -> int:
+        pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+        terminate(pid)
+        return conn.execute(sa.text("SELECT 1")).scalar_one()
+
+    try:
+        await database.ensure_schema()
+        with pytest.raises(CommitOutcomeUnknownError) as unknown:
+            await database.write(lost_at_commit)
+        answer = answer_error(request, unknown.value)
+        assert answer.status_code == 500
+        assert "may or may not be stored" in orjson.loads(answer.body)["message"]
+        # Lost before COMMIT: nothing was stored, so a retryable 503.
+        with pytest.raises(sa.exc.DBAPIError) as before:
+            await database.write(lost_before_commit)
+        assert answer_error(request, before.value).status_code == 503
+        # The database reconnects for the next write.
+        assert await database.write(lambda conn: conn.execute(sa.text("SELECT 7")).scalar_one()) == 7
+    finally:
+        await database.close()
+        drop_pg_database(server_url, db_url)

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError, StatementError
 
-from lightningstore.errors import ConflictError, InvalidInputError
+from lightningstore.errors import ConflictError, InvalidInputError, StoreError
 from lightningstore.sql.checkpoint import WRITER_AUTOCHECKPOINT_PAGES, checkpointer_for
 from lightningstore.sql.engine import WRITE_OPTION, create_engine
 from lightningstore.sql.group_commit import Call, GroupCommitWriter
@@ -49,6 +49,16 @@ def parse_enum(kind: Callable[[Any], T], value: Any, field: str) -> T:
         return kind(value)
     except ValueError as exc:
         raise InvalidInputError(field, f"invalid value {value!r} ({exc})") from exc
+
+
+class CommitOutcomeUnknownError(StoreError):
+    """The connection to PostgreSQL broke during COMMIT: the write may or may not be stored.
+
+    Answered as a 500, which the client re-sends only for writes that are safe to repeat (a 503
+    would have a claim or a new resource set re-sent, and perhaps stored twice)."""
+
+    http_status = 500
+    code = "store_error"
 
 
 class SqlDatabase:
@@ -124,11 +134,19 @@ class SqlDatabase:
     def _run_tx(self, fn: Callable[[sa.Connection], T], write: bool) -> T:
         self._ensure_schema()
         conn = self._thread_connection(write)
+        committing = False
         try:
             with conn.begin():
-                return fn(conn)
+                result = fn(conn)
+                committing = True
+            return result
         except Exception as exc:
             error = self._translate(exc, write)
+            if committing and write and isinstance(exc, DBAPIError) and exc.connection_invalidated:
+                error = CommitOutcomeUnknownError(
+                    f"the database connection broke during COMMIT ({type(exc.orig).__name__}): "
+                    "the write may or may not be stored; re-send it only if it is safe to repeat"
+                )
             if error is exc:
                 raise
             raise error from exc
