@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
 from lightningstore.auth.bearer import current_caller
-from lightningstore.auth.tokens import Caller, Role
+from lightningstore.auth.tokens import Role
 from lightningstore.errors import found
 from lightningstore.gate.authority import (
     DEFINE_JUDGEMENT,
@@ -68,25 +68,27 @@ def _reader(request: Request) -> GateRecords:
     return request.app.state.gate
 
 
-def _writer(request: Request, allowed: frozenset[Role], action: str) -> tuple[GateRecords, Caller]:
-    """The app's gate records and the caller, once the caller's role may do `action`."""
+def _writer(
+    request: Request, allowed: frozenset[Role], action: str, actor: str | None = None
+) -> tuple[GateRecords, str]:
+    """The app's gate records and who the write is recorded by, once the caller's role may do `action`."""
     caller = current_caller(request)
     require_role(caller, allowed, action)
-    return request.app.state.gate, caller
+    return request.app.state.gate, recorded_by(caller, actor)
 
 
 @router.post("/receipts")
 async def add_receipt(request: Request, body: ReceiptIn) -> UpdateReceipt:
     """File an immutable receipt (same body again: the stored one)."""
-    gate, caller = _writer(request, FILE_RECEIPT, "file receipts")
-    return await gate.add_receipt(body.body, created_by=recorded_by(caller, body.actor))
+    gate, by = _writer(request, FILE_RECEIPT, "file receipts", body.actor)
+    return await gate.add_receipt(body.body, created_by=by)
 
 
 @router.post("/plans")
 async def add_plan(request: Request, body: PlanIn) -> TrainingPlan:
     """File an immutable training plan before training (same body again: the stored one)."""
-    gate, caller = _writer(request, FILE_RECEIPT, "file training plans")
-    return await gate.add_plan(body.body, created_by=recorded_by(caller, body.actor))
+    gate, by = _writer(request, FILE_RECEIPT, "file training plans", body.actor)
+    return await gate.add_plan(body.body, created_by=by)
 
 
 @router.get("/plans/{plan_id:id}")
@@ -114,9 +116,8 @@ async def get_receipt(request: Request, receipt_id: str) -> UpdateReceipt:
 @router.post("/reports")
 async def add_report(request: Request, report: GateReport) -> GateReport:
     """Append a check report (approver or admin)."""
-    gate, caller = _writer(request, RECORD_EVIDENCE, "record gate reports")
-    stamped = report.model_copy(update={"recorded_by": recorded_by(caller, report.recorded_by)})
-    return await gate.add_report(stamped)
+    gate, by = _writer(request, RECORD_EVIDENCE, "record gate reports", report.recorded_by)
+    return await gate.add_report(report.model_copy(update={"recorded_by": by}))
 
 
 @router.get("/receipts/{receipt_id:id}/reports")
@@ -127,8 +128,8 @@ async def list_reports(request: Request, receipt_id: str) -> list[GateReport]:
 @router.post("/evidence")
 async def add_evidence(request: Request, body: EvidenceIn) -> EvidenceRecord:
     """Append a canary run, rollback drill or approval (approver or admin)."""
-    gate, caller = _writer(request, RECORD_EVIDENCE, f"record {body.body.kind} evidence")
-    return await gate.add_evidence(body.body, recorded_by=recorded_by(caller, body.actor))
+    gate, by = _writer(request, RECORD_EVIDENCE, f"record {body.body.kind} evidence", body.actor)
+    return await gate.add_evidence(body.body, recorded_by=by)
 
 
 @router.get("/receipts/{receipt_id:id}/evidence")
@@ -141,8 +142,8 @@ async def list_evidence(
 @router.post("/evaluators")
 async def register_evaluator(request: Request, body: EvaluatorIn) -> Evaluator:
     """Register an evaluator version (admin only)."""
-    gate, caller = _writer(request, DEFINE_JUDGEMENT, "register evaluators")
-    return await gate.register_evaluator(body.evaluator, recorded_by=recorded_by(caller, body.actor))
+    gate, by = _writer(request, DEFINE_JUDGEMENT, "register evaluators", body.actor)
+    return await gate.register_evaluator(body.evaluator, recorded_by=by)
 
 
 @router.get("/evaluators")
@@ -158,8 +159,8 @@ async def current_evaluator(request: Request, name: str) -> Evaluator:
 @router.put("/protected-cases")
 async def put_protected_case(request: Request, body: ProtectedCaseIn) -> ProtectedCase:
     """Create or replace a protected case (admin only)."""
-    gate, caller = _writer(request, DEFINE_JUDGEMENT, "change protected cases")
-    return await gate.put_protected_case(body.case, recorded_by=recorded_by(caller, body.actor))
+    gate, by = _writer(request, DEFINE_JUDGEMENT, "change protected cases", body.actor)
+    return await gate.put_protected_case(body.case, recorded_by=by)
 
 
 @router.delete("/protected-cases/{resource_name:id}/{case_id:id}")
@@ -177,8 +178,8 @@ async def list_protected_cases(request: Request, resource_name: str) -> list[Pro
 @router.put("/policies")
 async def put_policy(request: Request, body: PolicyIn) -> GatePolicy:
     """Create or replace a resource's release policy (admin only)."""
-    gate, caller = _writer(request, DEFINE_JUDGEMENT, "change gate policies")
-    return await gate.put_policy(body.policy, recorded_by=recorded_by(caller, body.actor))
+    gate, by = _writer(request, DEFINE_JUDGEMENT, "change gate policies", body.actor)
+    return await gate.put_policy(body.policy, recorded_by=by)
 
 
 @router.get("/policies/{resource_name:id}")

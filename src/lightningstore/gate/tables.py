@@ -16,27 +16,28 @@ def _record(by: str, at: str) -> tuple[sa.Column, sa.Column, sa.Column]:
     )
 
 
+def _filed(name: str, key: str, *columns: sa.Column) -> sa.Table:
+    """A table of content-addressed filed records (gate.receipt.Filed): keyed by their digest id."""
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column(key, sa.String(64), primary_key=True),
+        sa.Column("resource_name", sa.String(200), nullable=False),
+        *columns,
+        *_record("created_by", "create_time"),
+    )
+
+
 def _receipt_fk() -> sa.Column:
     return sa.Column("receipt_id", sa.String(64), sa.ForeignKey("gate_receipts.receipt_id"), nullable=False)
 
 
-gate_receipts = sa.Table(
-    "gate_receipts",
-    metadata,
-    sa.Column("receipt_id", sa.String(64), primary_key=True),
-    sa.Column("resource_name", sa.String(200), nullable=False),
-    sa.Column("candidate_version_id", sa.String(64), nullable=False),
-    *_record("created_by", "create_time"),
+gate_receipts = _filed(
+    "gate_receipts", "receipt_id", sa.Column("candidate_version_id", sa.String(64), nullable=False)
 )
 sa.Index("ix_gate_receipts_candidate", gate_receipts.c.candidate_version_id)
 
-gate_plans = sa.Table(
-    "gate_plans",
-    metadata,
-    sa.Column("plan_id", sa.String(64), primary_key=True),
-    sa.Column("resource_name", sa.String(200), nullable=False),
-    *_record("created_by", "create_time"),
-)
+gate_plans = _filed("gate_plans", "plan_id")
 sa.Index("ix_gate_plans_resource", gate_plans.c.resource_name)
 
 gate_reports = sa.Table(
