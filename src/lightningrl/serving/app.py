@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from lightningrl.serving.job import Job
 from lightningrl.serving.protocol import ChatCompletionRequest, CompletionRequest, ReloadRequest
-from lightningrl.serving.responses import ResponseHeader, chat_response, completion_response
+from lightningrl.serving.responses import Choice, ResponseHeader, chat_response, completion_response
 from lightningrl.serving.service import (
     InferenceService,
     RequestError,
+    ServingOptions,
     chat_encoder,
     collect,
     completion_encoder,
@@ -25,6 +28,19 @@ from lightningrl.serving.service import (
 from lightningrl.serving.streams import chat_stream, completion_stream
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def _respond(
+    stream: bool,
+    job: Job,
+    events: Callable[[], AsyncIterator[str]],
+    body: Callable[[list[Choice]], dict[str, Any]],
+) -> JSONResponse | StreamingResponse:
+    """The job's server-sent events as they come when the request streams, else one body once every
+    choice has finished."""
+    if stream:
+        return StreamingResponse(events(), media_type="text/event-stream", headers=_SSE_HEADERS)
+    return JSONResponse(body(await collect(job)))
 
 
 def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
@@ -46,29 +62,14 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
     return "; ".join(parts) or "invalid request", param
 
 
-def create_app(
-    checkpoint_dir: str | Path,
-    *,
-    device: str | None = None,
-    max_batch_size: int = 16,
-    batch_wait_ms: float = 5.0,
-    served_model_name: str | None = None,
-    cpu_threads: int | None = None,
-) -> FastAPI:
+def create_app(checkpoint_dir: str | Path, **options: Unpack[ServingOptions]) -> FastAPI:
     """An app serving `checkpoint_dir` (device: "cpu", "cuda", or None to pick CUDA when present).
 
     Concurrent requests wait up to `batch_wait_ms` to share a batch of at most `max_batch_size`
     sequences. `cpu_threads` sets torch's threads on the generation thread (None: torch's default).
     `app.state.inference` is the `InferenceService`: call its `reload(dir)` to swap weights.
     """
-    service = InferenceService(
-        checkpoint_dir,
-        device=device,
-        max_batch_size=max_batch_size,
-        batch_wait_ms=batch_wait_ms,
-        served_model_name=served_model_name,
-        cpu_threads=cpu_threads,
-    )
+    service = InferenceService(checkpoint_dir, **options)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -152,45 +153,33 @@ def create_app(
             raise RequestError(str(error)) from error
         job, started = await service.submit(request, encode)
         header = ResponseHeader.new("chatcmpl", service.model_name)
-        if request.stream:
-            return StreamingResponse(
-                chat_stream(request, job, started, header),
-                media_type="text/event-stream",
-                headers=_SSE_HEADERS,
-            )
-        choices = await collect(job)
-        body = chat_response(
+        body = partial(
+            chat_response,
             header,
             started.model.tokenizer,
             started.prompt_ids[0],
-            choices,
             logprobs=request.logprobs,
             return_token_ids=request.return_token_ids,
             parse_tool_calls=request.parses_tool_calls(),
         )
-        return JSONResponse(body)
+        return await _respond(request.stream, job, partial(chat_stream, request, job, started, header), body)
 
     @app.post("/v1/completions", response_model=None)
     async def completions(request: CompletionRequest) -> JSONResponse | StreamingResponse:
         """OpenAI text completions; the prompt may be token ids, continued exactly."""
         job, started = await service.submit(request, completion_encoder(request.prompt))
         header = ResponseHeader.new("cmpl", service.model_name)
-        if request.stream:
-            return StreamingResponse(
-                completion_stream(request, job, started, header),
-                media_type="text/event-stream",
-                headers=_SSE_HEADERS,
-            )
-        choices = await collect(job)
-        body = completion_response(
+        body = partial(
+            completion_response,
             header,
             started.model.tokenizer,
             started.prompt_ids,
             request.n,
-            choices,
             logprobs=request.logprobs is not None,
             return_token_ids=request.return_token_ids,
         )
-        return JSONResponse(body)
+        return await _respond(
+            request.stream, job, partial(completion_stream, request, job, started, header), body
+        )
 
     return app

@@ -7,7 +7,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from lightningrl.serving.batcher import Batcher
 from lightningrl.serving.engine import Engine
@@ -84,6 +84,16 @@ def completion_encoder(prompt: str | list[int] | list[str] | list[list[int]]) ->
         return [model.tokenizer.encode(item) if isinstance(item, str) else list(item) for item in prompts]
 
     return encode
+
+
+class ServingOptions(TypedDict, total=False):
+    """How an `InferenceService` runs, as `create_app` and `run_server` pass it on (defaults: its own)."""
+
+    device: str | None
+    max_batch_size: int
+    batch_wait_ms: float
+    served_model_name: str | None
+    cpu_threads: int | None
 
 
 class InferenceService:
