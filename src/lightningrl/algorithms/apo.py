@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from algorithm import Algorithm, RolloutOutcome, Task
-from lightningrl.release.plan_filing import file_plan, tasks_snapshot
+from lightningrl.release.plan_filing import file_run_plan
 from lightningstore import LightningStore, PromptTemplate, ResourceVersion, SpanIn, semconv, spans_of_rollouts
 
 CRITIQUE_SPAN = "lightningrl.apo.critique"
@@ -134,16 +134,14 @@ class APO(Algorithm):
         return result
 
     async def _file_plan(self, start: ResourceVersion) -> None:
-        from lightningstore.gate import gate_records
-
-        plan = await file_plan(
-            gate_records(self.store),
+        plan = await file_run_plan(
+            self.store,
             self.config.prompt_name,
             start.version_id,
-            train=tasks_snapshot("train tasks", self.train_tasks),
-            holdout=tasks_snapshot("val tasks", self.val_tasks),
+            train_tasks=self.train_tasks,
+            val_tasks=self.val_tasks,
             algorithm_config={"algorithm": "apo", "rounds": self.config.rounds, "beam": self.config.beam},
-            created_by=f"algorithm:{self.name}",
+            algorithm=self.name,
         )
         self.plan_id = plan.plan_id
 

@@ -9,12 +9,12 @@ that of the token-mean NLL (docs/algorithms.md). `sft_config` refuses the settin
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import torch
-from rich.console import Console
 
 from algorithm import RolloutOutcome, Task
 from lightningrl.config import LightningRLConfig
@@ -74,26 +74,14 @@ class SFT(LightningRL):
 
     name = "sft"
 
-    def __init__(
-        self,
-        store: LightningStore,
-        train_tasks: Sequence[Task],
-        val_tasks: Sequence[Task] = (),
-        config: LightningRLConfig | None = None,
-        *,
-        trainer: Trainer | None = None,
-        console: Console | None = None,
-    ) -> None:
-        super().__init__(
-            store,
-            train_tasks,
-            val_tasks,
-            sft_config(config or LightningRLConfig()),
-            trainer=trainer,
-            console=console,
-        )
-        self.trained_rollouts: dict[int, list[str]] = {}
+    def own_config(self, config: LightningRLConfig) -> LightningRLConfig:
+        """`config` checked and adjusted for SFT (see `sft_config`)."""
+        return sft_config(config)
+
+    @functools.cached_property
+    def trained_rollouts(self) -> dict[int, list[str]]:
         """Step -> the rollout ids its update trained on (also on the published version's metadata)."""
+        return {}
 
     def successes(self, outcomes: Sequence[RolloutOutcome]) -> list[RolloutOutcome]:
         """The outcomes SFT trains on: finished rollouts whose reward reaches the threshold."""

@@ -51,6 +51,31 @@ async def file_plan(
     return await gate.add_plan(body, created_by=created_by)
 
 
+async def file_run_plan(
+    store: LightningStore,
+    resource_name: str,
+    parent_version_id: str,
+    *,
+    train_tasks: Sequence[Any],
+    val_tasks: Sequence[Any],
+    algorithm_config: dict[str, Any],
+    algorithm: str,
+) -> TrainingPlan:
+    """`file_plan` for an algorithm's run on `store`: its train and val tasks snapshotted, filed by
+    `algorithm:<algorithm>`."""
+    from lightningstore.gate import gate_records
+
+    return await file_plan(
+        gate_records(store),
+        resource_name,
+        parent_version_id,
+        train=tasks_snapshot("train tasks", train_tasks),
+        holdout=tasks_snapshot("val tasks", val_tasks),
+        algorithm_config=algorithm_config,
+        created_by=f"algorithm:{algorithm}",
+    )
+
+
 async def descends_from(store: LightningStore, version: ResourceVersion, ancestor_id: str) -> bool:
     """Whether `ancestor_id` is `version`'s parent or an earlier ancestor."""
     current: ResourceVersion | None = version

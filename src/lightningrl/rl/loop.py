@@ -24,7 +24,7 @@ from lightningrl.credit import (
 )
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.models.adapter import model_config
-from lightningrl.release.plan_filing import file_plan, tasks_snapshot
+from lightningrl.release.plan_filing import file_run_plan
 from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
 from lightningrl.rl.continuous import VersionLineage, skip_counts
@@ -68,7 +68,7 @@ class LightningRL(Algorithm):
         super().__init__(store, stable_rollout_ids=bool(config and config.deterministic))
         if not train_tasks:
             raise ValueError("train_tasks must not be empty")
-        self.config = config or LightningRLConfig()
+        self.config = self.own_config(config or LightningRLConfig())
         if stop_check is not None and self.config.gate_stop:
             raise ValueError(
                 "give stop_check or set config.gate_stop, not both (call gate_stop_check in yours)"
@@ -103,6 +103,10 @@ class LightningRL(Algorithm):
         """Steps taken by this object across `run` and `run_continuous` (names checkpoints and CSV rows)."""
         self.row_extras: list[Callable[[], dict[str, Any]]] = []
         """Called as each `run` step's row is logged; their columns join it (fit's `faults/` counts)."""
+
+    def own_config(self, config: LightningRLConfig) -> LightningRLConfig:
+        """`config` as this algorithm trains with it: a subclass checks or adjusts it here (SFT)."""
+        return config
 
     @property
     def served_version_id(self) -> str | None:
@@ -147,16 +151,14 @@ class LightningRL(Algorithm):
     async def _file_plan(self, start: ResourceVersion) -> None:
         """Freeze the receipt's before-training part (the training plan) before the first step; every
         version this run publishes names it, so its receipt copies it rather than re-deriving it."""
-        from lightningstore.gate import gate_records
-
-        plan = await file_plan(
-            gate_records(self.store),
+        plan = await file_run_plan(
+            self.store,
             self.config.resource_name,
             start.version_id,
-            train=tasks_snapshot("train tasks", self.train_tasks),
-            holdout=tasks_snapshot("val tasks", self.val_tasks),
+            train_tasks=self.train_tasks,
+            val_tasks=self.val_tasks,
             algorithm_config=self.config.summary(),
-            created_by=f"algorithm:{self.name}",
+            algorithm=self.name,
         )
         self.plan_id = plan.plan_id
 
