@@ -192,9 +192,20 @@ async def audit(client: StoreClient, ids: list[str], rounds: int, claims: Counte
     }
 
 
+def start_logged(db: str, log_path: Path, tries: int = 3) -> tuple[subprocess.Popen[bytes], str]:
+    """start() with the server's output appended to `log_path`; a failed start is retried, its log tail shown."""
+    for attempt in range(tries):
+        with open(log_path, "ab") as log:
+            try:
+                return start(db, 1, log)
+            except RuntimeError as exc:
+                tail = log_path.read_text(errors="replace").splitlines()[-8:]
+                print(f"server start {attempt + 1}/{tries} failed: {exc}; log tail: {tail}", flush=True)
+    raise RuntimeError(f"server did not start in {tries} tries on {db}")
+
+
 async def one_run(db: str, sc: Scenario, limit: float, log_path: Path) -> dict[str, Any]:
-    with open(log_path, "ab") as log:
-        proc, url = start(db, 1, log)
+    proc, url = start_logged(db, log_path)
     traffic = Traffic()
     load0 = os.getloadavg()
     try:
@@ -226,6 +237,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every scenario's task count")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--limit", type=float, default=240.0, help="seconds per scenario run")
+    parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "agl_scenarios_server.log")
     parser.add_argument("--only", nargs="+", choices=[s.name for s in SCENARIOS])
     args = parser.parse_args()
     if not 0 < args.scale <= 100:
@@ -244,7 +256,8 @@ def main() -> None:
     print("uptime at start:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with postgres(args.pg_url) as pg_url, tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "server.log"
+        log = args.log
+        log.write_bytes(b"")
         for k in range(args.repeats):
             for sc in scenarios:
                 for backend in ("SQLite", "PostgreSQL"):
