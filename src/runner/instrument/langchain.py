@@ -77,6 +77,12 @@ class LightningCallbackHandler(BaseCallbackHandler):
             span.set_attributes(extra)
         span.end()
 
+    def _on_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A chain, tool or model run that raised: its span ends with the error."""
+        self._end(run_id, error=error)
+
+    on_chain_error = on_tool_error = on_llm_error = _on_error
+
     # ---- chains -------------------------------------------------------------------------------
 
     def on_chain_start(
@@ -93,9 +99,6 @@ class LightningCallbackHandler(BaseCallbackHandler):
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, outputs)
-
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id, error=error)
 
     # ---- tools --------------------------------------------------------------------------------
 
@@ -120,9 +123,6 @@ class LightningCallbackHandler(BaseCallbackHandler):
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, getattr(output, "content", output))
-
-    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id, error=error)
 
     # ---- models -------------------------------------------------------------------------------
 
@@ -171,6 +171,3 @@ class LightningCallbackHandler(BaseCallbackHandler):
         usage = (response.llm_output or {}).get("token_usage") or {}
         extra = {f"lightningrl.langchain.{k}": v for k, v in usage.items() if isinstance(v, int)}
         self._end(run_id, texts[0] if len(texts) == 1 else texts, **extra)
-
-    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id, error=error)
