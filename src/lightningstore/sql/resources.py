@@ -53,13 +53,7 @@ class SqlResources(SqlPart):
                 raise ConflictError(f"resource version {version_id!r} already exists with other content")
             return stored
         if parent_id is not None:
-            parent = self._get_version(conn, parent_id)
-            if parent is None:
-                raise NotFoundError("resource version", parent_id)
-            if parent.name != name:
-                raise InvalidInputError(
-                    "parent_id", f"version {parent_id!r} is of {parent.name!r}, not {name!r}"
-                )
+            self._version_of(conn, name, parent_id, "parent_id")
         version = ResourceVersion(
             version_id=version_id or new_id("rv"),
             name=name,
@@ -99,14 +93,7 @@ class SqlResources(SqlPart):
         def _tx(conn: sa.Connection) -> Any:
             resolved: dict[str, ResourceVersion] = {}
             for name, version_id in versions.items():
-                version = self._get_version(conn, version_id)
-                if version is None:
-                    raise NotFoundError("resource version", version_id)
-                if version.name != name:
-                    raise InvalidInputError(
-                        "versions", f"version {version_id!r} is of {version.name!r}, not {name!r}"
-                    )
-                resolved[name] = version
+                resolved[name] = self._version_of(conn, name, version_id, "versions")
             return self._add_set(conn, resolved)
 
         return await self._db.write(_tx)
@@ -165,6 +152,16 @@ class SqlResources(SqlPart):
         ).first()
         return version_from_row(row._mapping) if row is not None else None
 
+    def _version_of(self, conn: sa.Connection, name: str, version_id: str, field: str) -> ResourceVersion:
+        """The stored version `version_id` of resource `name`: NotFoundError if there is none,
+        InvalidInputError naming `field` if it is another resource's."""
+        version = self._get_version(conn, version_id)
+        if version is None:
+            raise NotFoundError("resource version", version_id)
+        if version.name != name:
+            raise InvalidInputError(field, f"version {version_id!r} is of {version.name!r}, not {name!r}")
+        return version
+
     async def get_resource_version(self, version_id: str) -> ResourceVersion | None:
         def _tx(conn: sa.Connection) -> Any:
             return self._get_version(conn, version_id)
@@ -203,13 +200,7 @@ class SqlResources(SqlPart):
             raise InvalidInputError("actor", "must name who moves the pointer")
 
         def _tx(conn: sa.Connection) -> Any:
-            version = self._get_version(conn, version_id)
-            if version is None:
-                raise NotFoundError("resource version", version_id)
-            if version.name != name:
-                raise InvalidInputError(
-                    "version_id", f"version {version_id!r} is of {version.name!r}, not {name!r}"
-                )
+            self._version_of(conn, name, version_id, "version_id")
             return self._move(conn, name, which, version_id, actor, reason)
 
         return await self._db.write(_tx)
