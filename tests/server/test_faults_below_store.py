@@ -154,21 +154,16 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def _fill(directory: Path) -> Path:
     """Write a file until the filesystem refuses; returns it (delete it to free the space)."""
     filler = directory / "filler"
-    chunk = b"\0" * 65536
-    with filler.open("wb") as out:
-        for _ in range(1024):  # 64 MiB at most: far more than the mount holds
-            try:
-                out.write(chunk)
-                out.flush()
-            except OSError:
-                break
-    # The last partial chunk may sit in the buffer: write byte by byte until that fails too.
-    with filler.open("ab", buffering=0) as out:
-        for _ in range(65536):
-            try:
-                out.write(b"\0")
-            except OSError:
-                break
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for size in (65536, 4096, 1):  # unbuffered: nothing is left to fail at close
+            for _ in range(100_000):  # far more than the 4 MiB mount holds
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
     return filler
 
 
