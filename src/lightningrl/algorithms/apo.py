@@ -135,13 +135,10 @@ class APO(Algorithm):
 
     async def _file_plan(self, start: ResourceVersion) -> None:
         plan = await file_run_plan(
-            self.store,
+            self,
             self.config.prompt_name,
             start.version_id,
-            train_tasks=self.train_tasks,
-            val_tasks=self.val_tasks,
-            algorithm_config={"algorithm": "apo", "rounds": self.config.rounds, "beam": self.config.beam},
-            algorithm=self.name,
+            {"algorithm": "apo", "rounds": self.config.rounds, "beam": self.config.beam},
         )
         self.plan_id = plan.plan_id
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from lightningrl.release.revision import code_revision
 from lightningstore import LightningStore, ResourceVersion
@@ -51,28 +51,34 @@ async def file_plan(
     return await gate.add_plan(body, created_by=created_by)
 
 
+class PlannedRun(Protocol):
+    """What `file_run_plan` reads of an algorithm (LightningRL, APO)."""
+
+    @property
+    def store(self) -> LightningStore: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def train_tasks(self) -> Sequence[Any]: ...
+    @property
+    def val_tasks(self) -> Sequence[Any]: ...
+
+
 async def file_run_plan(
-    store: LightningStore,
-    resource_name: str,
-    parent_version_id: str,
-    *,
-    train_tasks: Sequence[Any],
-    val_tasks: Sequence[Any],
-    algorithm_config: dict[str, Any],
-    algorithm: str,
+    run: PlannedRun, resource_name: str, parent_version_id: str, algorithm_config: dict[str, Any]
 ) -> TrainingPlan:
-    """`file_plan` for an algorithm's run on `store`: its train and val tasks snapshotted, filed by
-    `algorithm:<algorithm>`."""
+    """`file_plan` for an algorithm's run on its store: its train and val tasks snapshotted, filed by
+    `algorithm:<its name>`."""
     from lightningstore.gate import gate_records
 
     return await file_plan(
-        gate_records(store),
+        gate_records(run.store),
         resource_name,
         parent_version_id,
-        train=tasks_snapshot("train tasks", train_tasks),
-        holdout=tasks_snapshot("val tasks", val_tasks),
+        train=tasks_snapshot("train tasks", run.train_tasks),
+        holdout=tasks_snapshot("val tasks", run.val_tasks),
         algorithm_config=algorithm_config,
-        created_by=f"algorithm:{algorithm}",
+        created_by=f"algorithm:{run.name}",
     )
 
 

@@ -151,15 +151,7 @@ class LightningRL(Algorithm):
     async def _file_plan(self, start: ResourceVersion) -> None:
         """Freeze the receipt's before-training part (the training plan) before the first step; every
         version this run publishes names it, so its receipt copies it rather than re-deriving it."""
-        plan = await file_run_plan(
-            self.store,
-            self.config.resource_name,
-            start.version_id,
-            train_tasks=self.train_tasks,
-            val_tasks=self.val_tasks,
-            algorithm_config=self.config.summary(),
-            algorithm=self.name,
-        )
+        plan = await file_run_plan(self, self.config.resource_name, start.version_id, self.config.summary())
         self.plan_id = plan.plan_id
 
     def _current_llm(self) -> LLM:
