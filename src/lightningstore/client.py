@@ -163,7 +163,9 @@ class StoreClient(LightningStore):
                 status = response.status_code
                 if status < 400:
                     return response.content
-                unavailable = status in (429, 502, 503, 504) or (status >= 500 and idempotent)
+                # 429 and 503 are the store saying "not done, try again"; a 502/504 from something in
+                # between may follow a stored write, so only an idempotent write is sent again.
+                unavailable = status in (429, 503) or (status >= 500 and idempotent)
                 if not unavailable or attempt == self.max_retries or loop.time() > deadline:
                     raise error_from_response(response)
                 asked = retry_after(response)
