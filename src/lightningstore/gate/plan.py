@@ -9,27 +9,16 @@ Content-addressed like a receipt, so it cannot be edited; every candidate of the
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field
+from lightningstore.gate.receipt import DataSnapshot, Filed, PlannedSetup
 
-from lightningstore.gate.receipt import DataSnapshot, EvaluatorRef, Filed, content_id
-
-PLAN_FIELDS = (
-    "evaluator",
-    "algorithm_config",
-    "code_revision",
-    "scope",
-    "retry_budget",
-    "span_coverage",
-)
+PLAN_FIELDS = tuple(PlannedSetup.model_fields)
 """The fields a receipt carries from its plan; a receipt whose value differs rewrote the plan."""
 
 
-class PlanBody(BaseModel):
+class PlanBody(PlannedSetup):
     """Everything fixed before training; its digest is the plan id."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     resource_name: str = Field(min_length=1, max_length=200)
     parent_version_id: str = Field(min_length=1, max_length=64)
@@ -37,12 +26,6 @@ class PlanBody(BaseModel):
     train: DataSnapshot
     """The train tasks (or, for continuous learning, the rule that selects its traffic)."""
     holdout: DataSnapshot
-    evaluator: EvaluatorRef | None = None
-    algorithm_config: dict[str, Any] = Field(default_factory=dict)
-    code_revision: str = "unknown"
-    scope: str = "default"
-    retry_budget: int = Field(default=0, ge=0)
-    span_coverage: list[str] = Field(default_factory=list)
     canary_approvers: list[str] = Field(default_factory=list)
     """Actors whose approval counts for the canary (empty: any authorised approver)."""
     default_approvers: list[str] = Field(default_factory=list)
@@ -52,11 +35,7 @@ class PlanBody(BaseModel):
 class TrainingPlan(PlanBody, Filed):
     """A stored plan: `plan_id` is the digest of its body."""
 
+    body_type = PlanBody
+    id_field = "plan_id"
+    id_prefix = "plan"
     plan_id: str
-
-    def body(self) -> PlanBody:
-        return self.body_as(PlanBody)
-
-
-def plan_id_of(body: PlanBody) -> str:
-    return content_id("plan", body)

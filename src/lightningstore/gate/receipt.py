@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,23 +16,36 @@ def digest(value: Any) -> str:
     return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-B = TypeVar("B", bound=BaseModel)
-
-
 def content_id(prefix: str, body: BaseModel) -> str:
     """`prefix-` and the start of the body's digest: an id that changes with any edit of the body."""
     return f"{prefix}-" + digest(body.model_dump(mode="json"))[:24]
 
 
 class Filed(BaseModel):
-    """What filing adds to a content-addressed body: who filed it and when."""
+    """What filing adds to a content-addressed body: its id, who filed it and when.
+
+    A record type names its body type, its id field and the id's prefix; `file` builds the record.
+    """
+
+    body_type: ClassVar[type[BaseModel]]
+    id_field: ClassVar[str]
+    id_prefix: ClassVar[str]
 
     created_by: str = "unknown"
     create_time: float
 
-    def body_as(self, body_type: type[B]) -> B:
-        """The filed body alone (the fields of `body_type`), without what filing added."""
-        return body_type.model_validate(self.model_dump(include=set(body_type.model_fields)))
+    @classmethod
+    def file(cls, body: BaseModel, *, created_by: str) -> Self:
+        """The record of `body` (validated again as the body type), filed now by `created_by`."""
+        body = cls.body_type.model_validate(body.model_dump())
+        ident = content_id(cls.id_prefix, body)
+        return cls(
+            **body.model_dump(), **{cls.id_field: ident}, created_by=created_by, create_time=time.time()
+        )
+
+    def body(self) -> Any:
+        """The filed body alone (an instance of `body_type`), without what filing added."""
+        return self.body_type.model_validate(self.model_dump(include=set(self.body_type.model_fields)))
 
 
 class DataSnapshot(BaseModel):
@@ -63,17 +77,11 @@ class EvaluatorRef(BaseModel):
         return f"{self.name}@{self.version}"
 
 
-class ReceiptBody(BaseModel):
-    """Everything a receipt pins; its digest is the receipt id."""
+class PlannedSetup(BaseModel):
+    """What a training plan fixes and each receipt of its run carries unchanged (plan.PLAN_FIELDS)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    resource_name: str = Field(min_length=1, max_length=200)
-    candidate_version_id: str = Field(min_length=1, max_length=64)
-    parent_version_id: str | None = Field(default=None, max_length=64)
-    """The candidate's exact parent (None when the candidate has none: the gate then holds)."""
-    train: DataSnapshot
-    holdout: DataSnapshot
     evaluator: EvaluatorRef | None = None
     algorithm_config: dict[str, Any] = Field(default_factory=dict)
     code_revision: str = "unknown"
@@ -83,18 +91,25 @@ class ReceiptBody(BaseModel):
     """Unexpected retries the train and holdout data may contain."""
     span_coverage: list[str] = Field(default_factory=list)
     """Span kinds every finished rollout must have (agent, llm, reward, tool, step)."""
+
+
+class ReceiptBody(PlannedSetup):
+    """Everything a receipt pins; its digest is the receipt id."""
+
+    resource_name: str = Field(min_length=1, max_length=200)
+    candidate_version_id: str = Field(min_length=1, max_length=64)
+    parent_version_id: str | None = Field(default=None, max_length=64)
+    """The candidate's exact parent (None when the candidate has none: the gate then holds)."""
+    train: DataSnapshot
+    holdout: DataSnapshot
     plan_id: str | None = Field(default=None, max_length=64)
-    """The training plan filed before training (its fields above are copied from it, never changed)."""
+    """The training plan filed before training (its setup fields are copied from it, never changed)."""
 
 
 class UpdateReceipt(ReceiptBody, Filed):
     """A stored receipt: `receipt_id` is the digest of its body, so an edit is a different receipt."""
 
+    body_type = ReceiptBody
+    id_field = "receipt_id"
+    id_prefix = "rcpt"
     receipt_id: str
-
-    def body(self) -> ReceiptBody:
-        return self.body_as(ReceiptBody)
-
-
-def receipt_id_of(body: ReceiptBody) -> str:
-    return content_id("rcpt", body)

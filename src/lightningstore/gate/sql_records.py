@@ -14,16 +14,21 @@ from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.gate import tables as gate_tables
 from lightningstore.gate.evaluator import Evaluator
 from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
-from lightningstore.gate.plan import PlanBody, TrainingPlan, plan_id_of
+from lightningstore.gate.plan import PlanBody, TrainingPlan
 from lightningstore.gate.policy import GatePolicy
 from lightningstore.gate.protected import ProtectedCase
-from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt, receipt_id_of
+from lightningstore.gate.receipt import Filed, ReceiptBody, UpdateReceipt
 from lightningstore.gate.records import GateRecords
 from lightningstore.gate.verdict import GateReport
 from lightningstore.sql.database import SqlDatabase
 
 _evidence = TypeAdapter(Evidence)
 M = TypeVar("M", bound=BaseModel)
+F = TypeVar("F", bound=Filed)
+_FILED: dict[type[Filed], sa.Table] = {
+    UpdateReceipt: gate_tables.gate_receipts,
+    TrainingPlan: gate_tables.gate_plans,
+}
 
 
 def _first_body(conn: sa.Connection, query: sa.Select, model: type[M]) -> M | None:
@@ -44,11 +49,12 @@ def _row(table: sa.Table, record: BaseModel) -> dict[str, object]:
     return {**row, "body": dumped}
 
 
-def _add_once(table: sa.Table, key: str, record: M) -> Callable[[sa.Connection], M]:
-    """A transaction filing a content-addressed record once: the stored one if its key is taken."""
+def _add_once(record: F) -> Callable[[sa.Connection], F]:
+    """A transaction filing a content-addressed record once: the stored one if its id is taken."""
+    table = _FILED[type(record)]
 
-    def tx(conn: sa.Connection) -> M:
-        query = sa.select(table.c.body).where(table.c[key] == getattr(record, key))
+    def tx(conn: sa.Connection) -> F:
+        query = sa.select(table.c.body).where(table.c[record.id_field] == getattr(record, record.id_field))
         stored = _first_body(conn, query, type(record))
         if stored is not None:
             return stored
@@ -79,6 +85,11 @@ class SqlGateRecords(GateRecords):
         # its one writer thread instead of competing with it for the database lock.
         self._db = database
 
+    async def _get_filed(self, model: type[F], ident: str) -> F | None:
+        table = _FILED[model]
+        query = sa.select(table.c.body).where(table.c[model.id_field] == ident)
+        return await self._db.read(lambda conn: _first_body(conn, query, model))
+
     @staticmethod
     def _append(table: sa.Table, record: M) -> Callable[[sa.Connection], M]:
         """A transaction appending `record` to its receipt's rows (NotFoundError for no such receipt)."""
@@ -97,19 +108,10 @@ class SqlGateRecords(GateRecords):
     # ---- receipts ------------------------------------------------------------------------------
 
     async def add_receipt(self, body: ReceiptBody, *, created_by: str) -> UpdateReceipt:
-        body = ReceiptBody.model_validate(body.model_dump())
-        receipt = UpdateReceipt(
-            **body.model_dump(),
-            receipt_id=receipt_id_of(body),
-            created_by=created_by,
-            create_time=time.time(),
-        )
-        return await self._db.write(_add_once(gate_tables.gate_receipts, "receipt_id", receipt))
+        return await self._db.write(_add_once(UpdateReceipt.file(body, created_by=created_by)))
 
     async def get_receipt(self, receipt_id: str) -> UpdateReceipt | None:
-        table = gate_tables.gate_receipts
-        query = sa.select(table.c.body).where(table.c.receipt_id == receipt_id)
-        return await self._db.read(lambda conn: _first_body(conn, query, UpdateReceipt))
+        return await self._get_filed(UpdateReceipt, receipt_id)
 
     async def list_receipts(
         self, *, resource_name: str | None = None, candidate_version_id: str | None = None
@@ -126,16 +128,10 @@ class SqlGateRecords(GateRecords):
     # ---- training plans ----------------------------------------------------------------------------
 
     async def add_plan(self, body: PlanBody, *, created_by: str) -> TrainingPlan:
-        body = PlanBody.model_validate(body.model_dump())
-        plan = TrainingPlan(
-            **body.model_dump(), plan_id=plan_id_of(body), created_by=created_by, create_time=time.time()
-        )
-        return await self._db.write(_add_once(gate_tables.gate_plans, "plan_id", plan))
+        return await self._db.write(_add_once(TrainingPlan.file(body, created_by=created_by)))
 
     async def get_plan(self, plan_id: str) -> TrainingPlan | None:
-        table = gate_tables.gate_plans
-        query = sa.select(table.c.body).where(table.c.plan_id == plan_id)
-        return await self._db.read(lambda conn: _first_body(conn, query, TrainingPlan))
+        return await self._get_filed(TrainingPlan, plan_id)
 
     # ---- reports and evidence ----------------------------------------------------------------------
 

@@ -18,15 +18,7 @@ async def add_resource_version(request: Request, body: AddVersionBody) -> Resour
     """Publish a version and move `latest`; idempotent on `version_id`."""
     store, caller = context(request)
     caller.require(Permission.PUBLISH)
-    return await store.add_resource_version(
-        body.name,
-        body.resource,
-        parent_id=body.parent_id,
-        created_by=body.created_by,
-        artifact=body.artifact,
-        metadata=body.metadata,
-        version_id=body.version_id,
-    )
+    return await store.add_resource_version(**dict(body))
 
 
 async def list_resource_versions(request: Request, name: str | None = None) -> list[ResourceVersion]:

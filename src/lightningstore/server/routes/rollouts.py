@@ -53,31 +53,14 @@ async def start_rollout(request: Request, body: StartRolloutBody) -> AttemptedRo
     """Create a rollout and claim it at once."""
     store, caller = context(request)
     caller.require(Permission.CLAIM)
-    return await store.start_rollout(
-        body.input,
-        mode=body.mode,
-        resources_id=body.resources_id,
-        config=body.config,
-        metadata=body.metadata,
-        group_id=body.group_id,
-        worker_id=body.worker_id,
-    )
+    return await store.start_rollout(**dict(body))
 
 
 async def query_rollouts(request: Request, body: QueryRolloutsBody) -> list[Rollout]:
     """Rollouts matching every given filter, sorted and paginated."""
     store, caller = context(request)
     caller.require(Permission.READ_RUNTIME)
-    return await store.query_rollouts(
-        status=body.status,
-        mode=body.mode,
-        rollout_ids=body.rollout_ids,
-        group_id=body.group_id,
-        sort_by=body.sort_by,
-        descending=body.descending,
-        limit=body.limit,
-        offset=body.offset,
-    )
+    return await store.query_rollouts(**dict(body))
 
 
 async def wait_for_rollouts(request: Request, body: WaitBody) -> list[Rollout]:
