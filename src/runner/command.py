@@ -34,7 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workers", type=int, default=4, help="concurrent rollouts (default 4)")
     parser.add_argument("--proxy-url", help="the LLM proxy root, e.g. http://127.0.0.1:4747/proxy")
-    parser.add_argument("--production", action="store_true", help="serve only approved versions: refuse a rollout whose resource set names any other")
+    parser.add_argument(
+        "--production",
+        action="store_true",
+        help="serve only approved versions: refuse a rollout whose resource set names any other",
+    )
     parser.add_argument("--token", help="bearer token for a store URL (default $LIGHTNINGRL_RUNNER_TOKEN)")
     parser.add_argument("--max-rollouts", type=int, help="stop after this many rollouts")
     parser.add_argument("--idle-timeout", type=float, help="stop after this many seconds without work")
