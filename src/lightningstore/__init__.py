@@ -10,6 +10,7 @@ from lightningstore.errors import (
     PermissionDeniedError,
     StoreError,
 )
+from lightningstore.lazy_exports import lazy_exports
 from lightningstore.resource import (
     LLM,
     Pointer,
@@ -28,22 +29,15 @@ from lightningstore.store import MAX_READ_IDS, LightningStore
 from lightningstore.unset import UNSET
 from lightningstore.worker import Worker
 
-
-def __getattr__(name: str) -> object:
-    # Imported only when asked for: SqlStore pulls in SQLAlchemy, StoreClient httpx.
-    if name == "SqlStore":
-        from lightningstore.sql import SqlStore
-
-        return SqlStore
-    if name == "StoreClient":
-        from lightningstore.client import StoreClient
-
-        return StoreClient
-    if name == "open_store":
-        from lightningstore.open import open_store
-
-        return open_store
-    raise AttributeError(name)
+# Imported only when asked for: SqlStore pulls in SQLAlchemy, StoreClient httpx.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "SqlStore": "lightningstore.sql",
+        "StoreClient": "lightningstore.client",
+        "open_store": "lightningstore.open",
+    },
+)
 
 
 __all__ = [

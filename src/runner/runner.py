@@ -9,6 +9,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 from lightningstore import LightningStore, WorkerStatus
@@ -72,10 +73,15 @@ class Runner:
         self.store = store
         self.agent = as_agent(agent)
         self.workers = workers
-        self.proxy_url = proxy_url
-        self.agent_key_secret = agent_key_secret
-        self.production = production
-        self.heartbeat_interval = heartbeat_interval
+        # What every attempt of this runner shares; each claim adds its worker id.
+        self._attempt_settings = AttemptSettings(
+            proxy_url,
+            agent_key_secret,
+            production,
+            heartbeat_interval,
+            worker_id="",
+            resource_sets=ResourceSetCache(),
+        )
         self.poll_interval = poll_interval
         self.show_progress = show_progress
         self.name = name or f"{runner_name_prefix(os.getpid())}{uuid.uuid4().hex[:6]}"
@@ -87,7 +93,6 @@ class Runner:
             raise ValueError("span_transport='otlp' needs a StoreClient (a store server URL)")
         self.summary = RunnerSummary()
         self._executions: set[AttemptExecution] = set()
-        self._resource_sets = ResourceSetCache()
         self._shared_sink: SharedSink | None = None
         self._stop_requests = 0
         self._stop_event: asyncio.Event | None = None
@@ -191,14 +196,7 @@ class Runner:
         self.summary.claimed += 1
         self.summary.running += 1
         self._last_activity = self._loop.time()
-        settings = AttemptSettings(
-            proxy_url=self.proxy_url,
-            agent_key_secret=self.agent_key_secret,
-            production=self.production,
-            heartbeat_interval=self.heartbeat_interval,
-            worker_id=worker_id,
-            resource_sets=self._resource_sets,
-        )
+        settings = replace(self._attempt_settings, worker_id=worker_id)
         execution = AttemptExecution(self.store, self.agent, claim, settings, self._sink)
         self._executions.add(execution)
         if self._stop_requests > 1:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.factory import build_trainer
 from lightningrl.trainer.protocol import Trainer
+from lightningstore.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from lightningrl.trainer.ray_trainer import RayTrainer
@@ -32,11 +33,5 @@ _LAZY = {
     "torch_reference_step": "lightningrl.trainer.reference",
 }
 
-
-def __getattr__(name: str) -> Any:
-    # verl-backed names load on first use: importing the package must not import verl.
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# verl-backed names load on first use: importing the package must not import verl.
+__getattr__ = lazy_exports(__name__, _LAZY)

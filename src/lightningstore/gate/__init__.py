@@ -30,19 +30,13 @@ from lightningstore.gate.verdict import (
     stale_parts,
     verdict_of,
 )
+from lightningstore.lazy_exports import lazy_exports
 
-
-def __getattr__(name: str):
-    # These pull in SQLAlchemy, httpx or FastAPI; import them only when asked for.
-    if name == "gate_records":
-        from lightningstore.gate.open import gate_records
-
-        return gate_records
-    if name == "SqlGateRecords":
-        from lightningstore.gate.sql_records import SqlGateRecords
-
-        return SqlGateRecords
-    raise AttributeError(name)
+# These pull in SQLAlchemy, httpx or FastAPI; imported only when asked for.
+__getattr__ = lazy_exports(
+    __name__,
+    {"gate_records": "lightningstore.gate.open", "SqlGateRecords": "lightningstore.gate.sql_records"},
+)
 
 
 __all__ = [

@@ -5,7 +5,7 @@ FastAPI is imported only on demand. Tokens and agent keys live in `lightningstor
 
 from __future__ import annotations
 
-from typing import Any
+from lightningstore.lazy_exports import lazy_exports
 
 _LAZY = {
     "build_app": "lightningstore.server.app",
@@ -15,13 +15,7 @@ _LAZY = {
     "load_tokens": "lightningstore.server.run",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -41,14 +41,8 @@ class SqlRollouts(SqlPart):
         # Built before the write transaction, so that the writer thread only checks and inserts.
         fresh = [
             Rollout(
-                rollout_id=req.rollout_id or new_id("ro"),
-                input=req.input,
-                mode=req.mode,
-                resources_id=req.resources_id,
-                config=req.config,
+                **{**dict(req), "rollout_id": req.rollout_id or new_id("ro")},
                 status=RolloutStatus.QUEUING,
-                metadata=req.metadata,
-                group_id=req.group_id,
                 enqueue_time=now,
             )
             for req in requests
