@@ -67,6 +67,32 @@ def test_upgrade_downgrade_upgrade_matches_metadata(db_url: str) -> None:
     assert set(metadata.tables) <= _tables(db_url)
 
 
+def _span_compression(url: str) -> dict[str, str]:
+    engine = _sync_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT attname, attcompression FROM pg_attribute "
+                "WHERE attrelid = 'spans'::regclass AND attname IN ('attributes', 'events', 'resource')"
+            )
+        )
+        found = {name: str(method) for name, method in rows}
+    engine.dispose()
+    return found
+
+
+def test_span_json_is_lz4_compressed_on_postgresql_and_back_after_downgrade(pg_server) -> None:
+    server = pg_server()
+    url = create_pg_database(server)
+    try:
+        migrate.upgrade(url)
+        assert _span_compression(url) == {"attributes": "l", "events": "l", "resource": "l"}
+        migrate.downgrade(url, "0003_plans")
+        assert _span_compression(url) == {"attributes": "p", "events": "p", "resource": "p"}
+    finally:
+        drop_pg_database(server, url)
+
+
 def test_cli_upgrade(db_url: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "lightningrl.cli", "db", "upgrade", "--url", db_url],
@@ -74,7 +100,7 @@ def test_cli_upgrade(db_url: str) -> None:
         capture_output=True,
         text=True,
     ).stdout
-    assert "0003_plans" in out  # the head revision (0003_plans: the gate's training plans)
+    assert "0004_span_lz4" in out  # the head revision (0004_span_lz4: lz4 for span JSON on PostgreSQL)
     assert _diff(db_url) == []
 
 
@@ -107,7 +133,7 @@ def test_alembic_command_from_a_checkout(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     ).stdout
-    assert "0003_plans (head)" in current
+    assert "0004_span_lz4 (head)" in current
 
 
 def test_the_wheel_lists_every_package_and_ships_the_migrations() -> None:

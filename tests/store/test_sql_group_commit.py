@@ -1,4 +1,4 @@
-"""SQLite group commit: write calls queued together share a transaction, yet each stays all or nothing."""
+"""Group commit: write calls queued together share a transaction, yet each stays all or nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from backends import create_pg_database, drop_pg_database
 
 from lightningstore import ConflictError, NotFoundError, RewardIn, RolloutRequest, SpanIn, SqlStore
 from lightningstore.sql.group_commit import MAX_WAIT_TURNS, GroupCommitWriter
@@ -17,8 +19,26 @@ def span(rollout_id: str, attempt_id: str, span_id: str) -> SpanIn:
     return SpanIn(rollout_id=rollout_id, attempt_id=attempt_id, trace_id="t", span_id=span_id, name="step")
 
 
-async def test_a_failing_call_rolls_back_only_itself(tmp_path: Path) -> None:
-    store = SqlStore(tmp_path / "store.db")
+def _rename_then_fail(conn: sa.Connection, rollout_id: str) -> None:
+    conn.execute(sa.text("UPDATE rollouts SET mode = 'val' WHERE rollout_id = :id"), {"id": rollout_id})
+    raise ValueError("after the write")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path, pg_server: Any) -> Any:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    server = pg_server()
+    url = create_pg_database(server)
+    yield url
+    drop_pg_database(server, url)
+
+
+async def test_a_failing_call_rolls_back_only_itself(db_url: str) -> None:
+    # SQLite runs the group in savepoints; PostgreSQL in one plain transaction, then, as one call
+    # failed, rolls it back and runs every call in a transaction of its own.
+    store = SqlStore(db_url)
     try:
         a = await store.start_rollout(1)
         b = await store.start_rollout(2)
@@ -26,7 +46,7 @@ async def test_a_failing_call_rolls_back_only_itself(tmp_path: Path) -> None:
         # Hold the writer (a heavy call runs on a helper thread) so the calls below queue up and run as one group.
         gate = threading.Event()
         groups: list[int] = []
-        run_group = store.database._run_group
+        run_group = store.database._group_writer._run_group
 
         def counting(calls: list[Any]) -> None:
             groups.append(len(calls))
@@ -36,6 +56,10 @@ async def test_a_failing_call_rolls_back_only_itself(tmp_path: Path) -> None:
         blocker = asyncio.ensure_future(store.database.write(lambda conn: gate.wait(10), rows=10_000))
         await asyncio.sleep(0.05)
         calls = [
+            # commits with the rest, or (PostgreSQL, after the group failed) on its own: once either way
+            asyncio.ensure_future(store.enqueue_rollout(3)),
+            # writes, then fails: its write must not stay
+            asyncio.ensure_future(store.database.write(lambda conn: _rename_then_fail(conn, b.rollout_id))),
             asyncio.ensure_future(store.add_many_spans([span(a.rollout_id, a.attempt_id, "ok-a")])),
             # touches attempt a, then fails on the missing attempt: none of it may stay
             asyncio.ensure_future(
@@ -47,20 +71,22 @@ async def test_a_failing_call_rolls_back_only_itself(tmp_path: Path) -> None:
                 store.add_reward(RewardIn(rollout_id=a.rollout_id, value=0.0, reward_id="rw-1"))
             ),
             asyncio.ensure_future(store.add_many_spans([span(b.rollout_id, b.attempt_id, "ok-b")])),
-            asyncio.ensure_future(store.enqueue_rollout(3)),
         ]
         await asyncio.sleep(0.05)
         gate.set()
         await blocker
         results = await asyncio.gather(*calls, return_exceptions=True)
-        assert groups == [1, 5]
-        assert isinstance(results[1], NotFoundError)
-        assert isinstance(results[2], ConflictError)
-        assert [s.span_id for s in results[0]] == ["ok-a"]
-        assert [s.span_id for s in results[3]] == ["ok-b"]
+        assert groups == [1, 6]
+        assert [r.input for r in await store.query_rollouts()] == [1, 2, 3]
+        assert (await store.get_rollout_by_id(results[0].rollout_id)).input == 3
+        assert isinstance(results[1], ValueError)
+        assert (await store.get_rollout_by_id(b.rollout_id)).mode == "train"
+        assert [s.span_id for s in results[2]] == ["ok-a"]
+        assert isinstance(results[3], NotFoundError)
+        assert isinstance(results[4], ConflictError)
+        assert [s.span_id for s in results[5]] == ["ok-b"]
         assert [s.span_id for s in await store.query_spans(a.rollout_id)] == ["ok-a"]
         assert [s.span_id for s in await store.query_spans(b.rollout_id)] == ["ok-b"]
-        assert (await store.get_rollout_by_id(results[4].rollout_id)).input == 3
         assert [r.value for r in await store.query_rewards(a.rollout_id)] == [1.0]
     finally:
         await store.close()

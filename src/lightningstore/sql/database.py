@@ -6,10 +6,12 @@ on SQLite all their writes share one group-committing writer.
 The public API is async; each call runs as ONE synchronous transaction: a statement through
 SQLAlchemy's async engine (aiosqlite) costs many times a synchronous one, and a thread hop costs
 more than a short statement, so one hop per whole transaction is far cheaper than one per
-statement. Reads (and every PostgreSQL transaction) run on worker threads. SQLite's writes (its
-one-writer rule, without spinning on busy locks) are committed together, a loop turn's worth at a
-time, on the event loop's own thread: a write is a few short statements, and the hop to a writer
-thread and back cost more than the statements (group_commit). A thread checkpoints the WAL
+statement. Reads run on worker threads. Writes are committed together (group_commit): SQLite's
+(its one-writer rule, without spinning on busy locks) a loop turn's worth at a time on the event
+loop's own thread, as a write is a few short statements and the hop to a writer thread and back
+costs more than they do; PostgreSQL's on one writer thread, each group in one transaction without
+savepoints (a group with a failing call is rolled back and its calls run one transaction each), as
+the writes that arrive while one group commits form the next. A thread checkpoints the WAL
 (checkpoint).
 """
 
@@ -61,6 +63,13 @@ class CommitOutcomeUnknownError(StoreError):
     code = "store_error"
 
 
+def _commit_outcome_unknown(exc: DBAPIError) -> CommitOutcomeUnknownError:
+    return CommitOutcomeUnknownError(
+        f"the database connection broke during COMMIT ({type(exc.orig).__name__}): "
+        "the write may or may not be stored; re-send it only if it is safe to repeat"
+    )
+
+
 class SqlDatabase:
     """Owns the engine and the worker threads; runs read and write transactions."""
 
@@ -70,7 +79,11 @@ class SqlDatabase:
         self._engine = engine if engine is not None else create_engine(url)
         self._is_sqlite = self._engine.dialect.name == "sqlite"
         self._readers = ThreadPoolExecutor(threads, thread_name_prefix="lightningstore-read")
-        self._group_writer = GroupCommitWriter(self._run_group) if self._is_sqlite else None
+        self._group_writer = (
+            GroupCommitWriter(self._run_group)
+            if self._is_sqlite
+            else GroupCommitWriter(self._run_group_optimistic, offload=True)
+        )
         self._checkpointer = checkpointer_for(self._engine)
         self._schema_ready = False
         self._schema_lock = threading.Lock()
@@ -143,10 +156,7 @@ class SqlDatabase:
         except Exception as exc:
             error = self._translate(exc, write)
             if committing and write and isinstance(exc, DBAPIError) and exc.connection_invalidated:
-                error = CommitOutcomeUnknownError(
-                    f"the database connection broke during COMMIT ({type(exc.orig).__name__}): "
-                    "the write may or may not be stored; re-send it only if it is safe to repeat"
-                )
+                error = _commit_outcome_unknown(exc)
             if error is exc:
                 raise
             raise error from exc
@@ -172,6 +182,52 @@ class SqlDatabase:
                     call.error, call.result = error, None
         finally:
             self._flush_notify()
+
+    def _run_group_optimistic(self, calls: list[Call]) -> None:
+        """Run queued write calls in one PostgreSQL transaction without savepoints (each costs two
+        round trips); if any call fails, roll the whole group back and run each call in a
+        transaction of its own, so that a call's failure never touches another's work."""
+        if len(calls) == 1:
+            self._run_alone(calls[0])
+            return
+        failed = committing = False
+        try:
+            self._ensure_schema()
+            conn = self._thread_connection(write=True)
+            with conn.begin() as tx:
+                for call in calls:
+                    try:
+                        call.result = call.fn(conn)
+                    except DBAPIError as exc:
+                        if exc.connection_invalidated:
+                            raise
+                        failed = True
+                        break
+                    except Exception:  # noqa: BLE001 - every call runs again on its own below
+                        failed = True
+                        break
+                if failed:
+                    tx.rollback()
+                committing = not failed
+        except Exception as exc:
+            error = self._translate(exc, write=True)
+            if committing and isinstance(exc, DBAPIError) and exc.connection_invalidated:
+                error = _commit_outcome_unknown(exc)
+            for call in calls:
+                call.error, call.result = error, None
+            return
+        finally:
+            self._flush_notify()
+        if failed:
+            for call in calls:
+                call.result = None
+                self._run_alone(call)
+
+    def _run_alone(self, call: Call) -> None:
+        try:
+            call.result = self._write_tx(call.fn)
+        except Exception as exc:  # noqa: BLE001 - the caller hears of it through its future
+            call.error, call.result = exc, None
 
     def _run_in_savepoints(self, conn: sa.Connection, calls: list[Call]) -> None:
         # Issued on the driver connection: SQLAlchemy's nested transactions cost several times more, and
@@ -213,10 +269,8 @@ class SqlDatabase:
         """Run `fn(conn)` in one write transaction (all or nothing); returns after its commit. On
         SQLite it joins the group committed at the end of this event-loop turn, on the loop's thread,
         unless it writes more than HEAVY_ROWS `rows` (then on a helper thread: group_commit)."""
-        if self._group_writer is not None:
-            result: T = await self._group_writer.submit(fn, heavy=rows > HEAVY_ROWS)
-            return result
-        return await asyncio.get_running_loop().run_in_executor(self._readers, self._write_tx, fn)
+        result: T = await self._group_writer.submit(fn, heavy=rows > HEAVY_ROWS)
+        return result
 
     def notify(self) -> None:
         """Ask for the waiters of `changes()` to be woken once this transaction has ended."""
@@ -245,8 +299,7 @@ class SqlDatabase:
 
     def _stop_threads(self) -> None:
         """Let queued writes commit, then stop the writer and the checkpointer."""
-        if self._group_writer is not None:
-            self._group_writer.close()
+        self._group_writer.close()
         if self._checkpointer is not None:
             self._checkpointer.close()
 

@@ -17,6 +17,11 @@ large batch) runs on a helper thread instead,
 so the loop keeps serving while it commits; calls queued on that loop meanwhile wait for it and
 follow. Several event loops (threads) sharing one store each run their own groups, and SQLite's lock
 makes them take turns.
+
+With `offload=True` (PostgreSQL, whose statements wait on the network) every group runs on the
+helper thread instead, one group at a time per loop: the calls that arrive while a group commits
+form the next one, so under load a transaction carries many calls and a call costs a fraction of a
+BEGIN/COMMIT round trip and of a thread hop.
 """
 
 from __future__ import annotations
@@ -53,12 +58,13 @@ class Call:
 
 @dataclass
 class _LoopQueue:
-    """The calls queued on one event loop, and whether a flush is due or a heavy call runs."""
+    """The calls queued on one event loop, and whether a flush is due or a group runs off the loop."""
 
     loop: asyncio.AbstractEventLoop
     calls: deque[Call] = field(default_factory=deque)
     scheduled: bool = False
-    busy: bool = False
+    running: int = 0
+    """How many of its groups run off the loop now."""
     seen: int = 0
     """How many calls were queued when the flush last looked (or was scheduled)."""
     waited: int = 0
@@ -68,9 +74,17 @@ class _LoopQueue:
 class GroupCommitWriter:
     """`submit(fn)` queues a write call; `run_group` executes a list of calls in one transaction."""
 
-    def __init__(self, run_group: Callable[[list[Call]], None], name: str = "lightningstore-write") -> None:
+    def __init__(
+        self,
+        run_group: Callable[[list[Call]], None],
+        name: str = "lightningstore-write",
+        *,
+        offload: bool = False,
+    ) -> None:
         self._run_group = run_group
         self._name = name
+        self._offload = offload
+        self._max_running = 1
         self._queues: dict[asyncio.AbstractEventLoop, _LoopQueue] = {}
         """The loops with calls queued or running (an entry goes once its queue is drained)."""
         self._closed = False
@@ -89,7 +103,7 @@ class GroupCommitWriter:
             if queue is None:
                 queue = self._queues[loop] = _LoopQueue(loop)
             queue.calls.append(call)
-            if not (queue.scheduled or queue.busy):
+            if not queue.scheduled and queue.running < self._max_running:
                 self._schedule(queue)
         return call.future
 
@@ -105,33 +119,40 @@ class GroupCommitWriter:
     def _drained(self) -> bool:
         """No call is queued or running on a loop that could still run it."""
         return not any(
-            (queue.calls or queue.busy) and not loop.is_closed() for loop, queue in list(self._queues.items())
+            (queue.calls or queue.running) and not loop.is_closed()
+            for loop, queue in list(self._queues.items())
         )
 
     def _flush(self, queue: _LoopQueue) -> None:
-        """Run the loop's queued calls, a group of light ones at a time, until a heavy one or none is left."""
+        """Run the loop's queued calls, a group of light ones at a time, until a heavy one (or, offloaded,
+        any group) goes to the helper thread or none is left."""
         while True:
             with self._lock:
                 queue.scheduled = False
-                if queue.busy:
+                if queue.running >= self._max_running:
                     return
                 if not queue.calls:
-                    self._forget(queue)
+                    if not queue.running:
+                        self._forget(queue)
                     return
                 if self._wait_for_more(queue):
                     return
-                if queue.calls[0].heavy:
-                    call = queue.calls.popleft()
-                    queue.busy = True
-                    break
-                group = []
-                while queue.calls and len(group) < GROUP_LIMIT and not queue.calls[0].heavy:
-                    group.append(queue.calls.popleft())
+                group = [queue.calls.popleft()]
+                if not group[0].heavy:
+                    while queue.calls and len(group) < GROUP_LIMIT and not queue.calls[0].heavy:
+                        group.append(queue.calls.popleft())
+                off_loop = self._offload or group[0].heavy
+                if off_loop:
+                    queue.running += 1
+                    if queue.calls and queue.running < self._max_running:
+                        self._schedule(queue)  # the next group forms while this one runs
+            if off_loop:
+                break
             self._run(group)
             _resolve(group)
         helper = self._helper_pool()
-        done = queue.loop.run_in_executor(helper, self._run, [call])
-        done.add_done_callback(lambda _: self._after_heavy(queue, call))
+        done = queue.loop.run_in_executor(helper, self._run, group)
+        done.add_done_callback(lambda _: self._after_off_loop(queue, group))
 
     def _schedule(self, queue: _LoopQueue) -> None:
         """Flush the queue's calls at the end of this loop turn (under the lock); a fresh group."""
@@ -150,13 +171,13 @@ class GroupCommitWriter:
         queue.loop.call_soon(self._flush, queue)
         return True
 
-    def _after_heavy(self, queue: _LoopQueue, call: Call) -> None:
-        _resolve([call])
+    def _after_off_loop(self, queue: _LoopQueue, group: list[Call]) -> None:
+        _resolve(group)
         with self._lock:
-            queue.busy = False
+            queue.running -= 1
             if queue.calls and not queue.scheduled:
                 self._schedule(queue)
-            elif not queue.calls:
+            elif not queue.calls and not queue.running:
                 self._forget(queue)
 
     def _forget(self, queue: _LoopQueue) -> None:
@@ -173,10 +194,10 @@ class GroupCommitWriter:
                 call.error, call.result = exc, None
 
     def _helper_pool(self) -> ThreadPoolExecutor:
-        # Started on the first heavy call, as a thread pool would: a store that never gets one holds none.
+        # Started on the first call it runs, as a thread pool would: a store that never needs it holds none.
         with self._lock:
             if self._helper is None:
-                self._helper = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+                self._helper = ThreadPoolExecutor(self._max_running, thread_name_prefix=self._name)
             return self._helper
 
 
