@@ -1,6 +1,6 @@
 """A bare-torch GRPO loop on SmolLM2-135M-Instruct against `fit` on the same task: the framework's cost.
 
-    .venv/bin/python bench/bare_grpo.py [--steps 10] [--runs 3] [--only bare,fit]
+    .venv/bin/python bench/bare_grpo.py [--steps 10] [--runs 3] [--only bare,fit,sft]
 
 The task is bench/real_model.py's two-digit sums ("What is a plus b? Answer with the number."; reward 1
 when the reply holds the sum). Both sides: 4 prompts x 8 samples a step at temperature 1, 24 new tokens,
@@ -8,6 +8,9 @@ one full fine-tune update a batch (AdamW, lr 1e-5), GRPO advantages (reward minu
 the group's std), token-mean loss; held-out success is greedy on the same 64 unseen sums, before and
 after. **bare**: HF `generate` and one forward/backward in this process, ~60 lines. **fit**: the same
 settings through `fit` (store server, proxy, our inference server, 2 runner processes, verl's actor).
+**sft**: `fit(..., algorithm="sft")` on the same rollouts (4 x 8 a step), trained on the successful
+ones only (NLL on their response tokens, same actor and lr): SFT against RL at the same number of
+rollouts.
 The table gives each side's held-out before -> after and its training wall (evaluation excluded), median
 (min-max) over the runs, and the ratio of the medians. Run it alone on the machine.
 """
@@ -112,8 +115,11 @@ def bare_run(seed: int, steps: int, train: list[dict], heldout: list[dict]) -> d
     return {"before": before, "after": success(model.eval(), tokenizer, heldout), "wall": wall}
 
 
-def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict]) -> dict:
+def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict], algorithm: str = "rl") -> dict:
     from lightningrl import fit
+
+    # SFT's update is NLL only for one optimiser step on a batch scored by its own weights.
+    sft = {"trainer": {"mini_batch_size": None, "ppo_epochs": 1}} if algorithm == "sft" else None
 
     with tempfile.TemporaryDirectory() as out:
         fit(
@@ -135,6 +141,8 @@ def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict]) -> di
             runner_processes=2,
             engine="ours",
             output_dir=out,
+            algorithm=algorithm,
+            sft=sft,
         )
         with open(Path(out) / "metrics.csv", newline="") as file:
             rows = list(csv.DictReader(file))
@@ -154,13 +162,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="bare,fit")
+    parser.add_argument("--only", default="bare,fit,sft")
     args = parser.parse_args()
     results: dict[str, list[dict]] = {}
     for seed in range(args.runs):
         train, heldout = split(seed)
         for side in args.only.split(","):
-            run = (bare_run if side == "bare" else fit_run)(seed, args.steps, train, heldout)
+            if side == "bare":
+                run = bare_run(seed, args.steps, train, heldout)
+            else:
+                run = fit_run(seed, args.steps, train, heldout, algorithm="sft" if side == "sft" else "rl")
             print(
                 f"{side} seed {seed}: {run['before']:.2f} -> {run['after']:.2f} in {run['wall']:.0f} s",
                 flush=True,
@@ -177,7 +188,7 @@ def main() -> None:
             f"| {side} | {cell([r['before'] for r in runs], 2)} | {cell([r['after'] for r in runs], 2)} | "
             f"{cell(gains, 2)} | {cell([r['wall'] for r in runs], 0)} |"
         )
-    if len(results) == 2:
+    if "bare" in results and "fit" in results:
         ratio = statistics.median(r["wall"] for r in results["fit"]) / statistics.median(
             r["wall"] for r in results["bare"]
         )
