@@ -4,7 +4,14 @@ import os
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from backends import BACKENDS, pg_url_from_env, start_throwaway_postgres, stop_throwaway_postgres
+from backends import (
+    BACKENDS,
+    create_pg_database,
+    drop_pg_database,
+    pg_url_from_env,
+    start_throwaway_postgres,
+    stop_throwaway_postgres,
+)
 
 from lightningstore import LightningStore
 
@@ -36,3 +43,15 @@ async def store(request: pytest.FixtureRequest, tmp_path, pg_server) -> AsyncIte
     """The store under contract: one per backend (SQLite, PostgreSQL, HTTP client)."""
     async with BACKENDS[request.param](tmp_path, pg_server) as s:
         yield s
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path, pg_server) -> Iterator[str]:
+    """The URL of an empty SQL database: a SQLite file, or a fresh database on the PostgreSQL server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    server = pg_server()
+    url = create_pg_database(server)
+    yield url
+    drop_pg_database(server, url)

@@ -10,24 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from backends import create_pg_database, drop_pg_database
 
 from lightningstore import AttemptStatus, RolloutConfig, RolloutRequest, RolloutStatus, SpanIn, SqlStore
 
 WORKER = str(Path(__file__).with_name("claim_worker.py"))
 N_ROLLOUTS = 2000
 N_WORKERS = 32
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path, pg_server):
-    if request.param == "sqlite":
-        yield str(tmp_path / "store.db")
-        return
-    server = pg_server()
-    url = create_pg_database(server)
-    yield url
-    drop_pg_database(server, url)
 
 
 async def _prepare(url: str, requests: list[RolloutRequest]) -> list[str]:

@@ -9,7 +9,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -22,17 +21,6 @@ from lightningstore.sql import migrate
 from lightningstore.sql.tables import metadata
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path, pg_server):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'm.db'}"
-        return
-    server = pg_server()
-    url = create_pg_database(server)
-    yield url
-    drop_pg_database(server, url)
 
 
 def _sync_engine(url: str) -> sa.Engine:

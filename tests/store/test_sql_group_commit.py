@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import create_pg_database, drop_pg_database
 
 from lightningstore import ConflictError, NotFoundError, RewardIn, RolloutRequest, SpanIn, SqlStore
 from lightningstore.sql.group_commit import MAX_WAIT_TURNS, GroupCommitWriter
@@ -22,17 +21,6 @@ def span(rollout_id: str, attempt_id: str, span_id: str) -> SpanIn:
 def _rename_then_fail(conn: sa.Connection, rollout_id: str) -> None:
     conn.execute(sa.text("UPDATE rollouts SET mode = 'val' WHERE rollout_id = :id"), {"id": rollout_id})
     raise ValueError("after the write")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path, pg_server: Any) -> Any:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-        return
-    server = pg_server()
-    url = create_pg_database(server)
-    yield url
-    drop_pg_database(server, url)
 
 
 async def test_a_failing_call_rolls_back_only_itself(db_url: str) -> None:

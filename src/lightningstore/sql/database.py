@@ -198,12 +198,9 @@ class SqlDatabase:
                 for call in calls:
                     try:
                         call.result = call.fn(conn)
-                    except DBAPIError as exc:
-                        if exc.connection_invalidated:
+                    except Exception as exc:  # noqa: BLE001 - every call runs again on its own below
+                        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
                             raise
-                        failed = True
-                        break
-                    except Exception:  # noqa: BLE001 - every call runs again on its own below
                         failed = True
                         break
                 if failed:
@@ -220,7 +217,6 @@ class SqlDatabase:
             self._flush_notify()
         if failed:
             for call in calls:
-                call.result = None
                 self._run_alone(call)
 
     def _run_alone(self, call: Call) -> None:
@@ -266,9 +262,10 @@ class SqlDatabase:
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._read_tx, fn)
 
     async def write(self, fn: Callable[[sa.Connection], T], *, rows: int = 1) -> T:
-        """Run `fn(conn)` in one write transaction (all or nothing); returns after its commit. On
-        SQLite it joins the group committed at the end of this event-loop turn, on the loop's thread,
-        unless it writes more than HEAVY_ROWS `rows` (then on a helper thread: group_commit)."""
+        """Run `fn(conn)` in one write transaction (all or nothing); returns after its commit. It joins
+        a group (group_commit): on SQLite the one committed at the end of this event-loop turn, on the
+        loop's thread, unless it writes more than HEAVY_ROWS `rows` (then on a helper thread); on
+        PostgreSQL the next one the writer thread commits."""
         result: T = await self._group_writer.submit(fn, heavy=rows > HEAVY_ROWS)
         return result
 

@@ -63,8 +63,8 @@ class _LoopQueue:
     loop: asyncio.AbstractEventLoop
     calls: deque[Call] = field(default_factory=deque)
     scheduled: bool = False
-    running: int = 0
-    """How many of its groups run off the loop now."""
+    busy: bool = False
+    """One of its groups runs off the loop now (the next waits for it)."""
     seen: int = 0
     """How many calls were queued when the flush last looked (or was scheduled)."""
     waited: int = 0
@@ -84,7 +84,6 @@ class GroupCommitWriter:
         self._run_group = run_group
         self._name = name
         self._offload = offload
-        self._max_running = 1
         self._queues: dict[asyncio.AbstractEventLoop, _LoopQueue] = {}
         """The loops with calls queued or running (an entry goes once its queue is drained)."""
         self._closed = False
@@ -103,7 +102,7 @@ class GroupCommitWriter:
             if queue is None:
                 queue = self._queues[loop] = _LoopQueue(loop)
             queue.calls.append(call)
-            if not queue.scheduled and queue.running < self._max_running:
+            if not (queue.scheduled or queue.busy):
                 self._schedule(queue)
         return call.future
 
@@ -119,8 +118,7 @@ class GroupCommitWriter:
     def _drained(self) -> bool:
         """No call is queued or running on a loop that could still run it."""
         return not any(
-            (queue.calls or queue.running) and not loop.is_closed()
-            for loop, queue in list(self._queues.items())
+            (queue.calls or queue.busy) and not loop.is_closed() for loop, queue in list(self._queues.items())
         )
 
     def _flush(self, queue: _LoopQueue) -> None:
@@ -129,11 +127,10 @@ class GroupCommitWriter:
         while True:
             with self._lock:
                 queue.scheduled = False
-                if queue.running >= self._max_running:
+                if queue.busy:
                     return
                 if not queue.calls:
-                    if not queue.running:
-                        self._forget(queue)
+                    self._forget(queue)
                     return
                 if self._wait_for_more(queue):
                     return
@@ -141,11 +138,7 @@ class GroupCommitWriter:
                 if not group[0].heavy:
                     while queue.calls and len(group) < GROUP_LIMIT and not queue.calls[0].heavy:
                         group.append(queue.calls.popleft())
-                off_loop = self._offload or group[0].heavy
-                if off_loop:
-                    queue.running += 1
-                    if queue.calls and queue.running < self._max_running:
-                        self._schedule(queue)  # the next group forms while this one runs
+                off_loop = queue.busy = self._offload or group[0].heavy
             if off_loop:
                 break
             self._run(group)
@@ -174,10 +167,10 @@ class GroupCommitWriter:
     def _after_off_loop(self, queue: _LoopQueue, group: list[Call]) -> None:
         _resolve(group)
         with self._lock:
-            queue.running -= 1
+            queue.busy = False
             if queue.calls and not queue.scheduled:
                 self._schedule(queue)
-            elif not queue.calls and not queue.running:
+            elif not queue.calls:
                 self._forget(queue)
 
     def _forget(self, queue: _LoopQueue) -> None:
@@ -197,7 +190,7 @@ class GroupCommitWriter:
         # Started on the first call it runs, as a thread pool would: a store that never needs it holds none.
         with self._lock:
             if self._helper is None:
-                self._helper = ThreadPoolExecutor(self._max_running, thread_name_prefix=self._name)
+                self._helper = ThreadPoolExecutor(1, thread_name_prefix=self._name)
             return self._helper
 
 

@@ -28,16 +28,17 @@ from lightningstore.errors import InvalidInputError
 
 Row = Mapping[str, Any]
 _Processor = Callable[[Any], Any] | None
-_DRIVER_ERRORS: dict[str, type[Exception]] = {"sqlite": sqlite3.Error}
 
 
 def _driver_error(dialect: Dialect) -> type[Exception] | None:
     """The base class of the dialect's driver errors (None where Prepared leaves it to SQLAlchemy)."""
-    if dialect.name == "postgresql" and dialect.driver == "psycopg" and "postgresql" not in _DRIVER_ERRORS:
+    if dialect.driver == "pysqlite":
+        return sqlite3.Error
+    if dialect.driver == "psycopg":
         import psycopg
 
-        _DRIVER_ERRORS["postgresql"] = psycopg.Error
-    return _DRIVER_ERRORS.get(dialect.name) if dialect.driver in ("pysqlite", "psycopg") else None
+        return psycopg.Error
+    return None
 
 
 @dataclass
