@@ -15,6 +15,8 @@ from transformers import AutoTokenizer
 from lightningrl.accounting import logprob_mismatch, retokenization_drift, token_row
 from lightningrl.credit import assign_credit
 from lightningrl.models import cached_model
+from lightningrl.serving.tool_calls import template_messages
+from lightningrl.serving.tool_prompt import render_chat
 from lightningstore import semconv
 from lightningstore.span import Span
 
@@ -60,8 +62,9 @@ def call_span(
     )
 
 
-def rendered(tokenizer, messages: list[dict]) -> list[int]:
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+def rendered(tokenizer, messages: list[dict], tools: list | None = None) -> list[int]:
+    """The prompt ids the inference server renders (tools written in for a template without them)."""
+    text = render_chat(tokenizer, messages, tools, add_generation_prompt=True)
     return tokenizer.encode(text, add_special_tokens=False)
 
 
@@ -104,22 +107,40 @@ def test_a_non_canonical_tokenization_is_counted(tokenizer) -> None:
 
 
 def test_a_prompt_the_template_would_render_differently_is_counted(tokenizer) -> None:
-    messages = [{"role": "user", "content": "Hi"}]
+    messages = [{"role": "user", "content": "What is 1 plus 2?"}]
     # The ids the server saw had an explicit system prompt; the recorded messages (what a retokenizing
     # system rebuilds from) do not, so the template adds SmolLM's default system prompt instead.
     seen = rendered(tokenizer, [{"role": "system", "content": "Be brief."}, *messages])
     tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
     plain = rendered(tokenizer, messages)
-    answer = tokenizer.encode("Hello", add_special_tokens=False)
+    # ChatML has no tool section: the server writes the tools into the prompt (tool_prompt), and so
+    # does a re-render of the recorded request.
+    with_tools = rendered(tokenizer, messages, tools)
+    assert len(with_tools) > len(plain) + 50
+    # The model wrote its call without spaces; the recorded message holds the parsed call, which
+    # renders back spaced: a system that rebuilds the next prompt from it trains on other ids.
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}
+    turn = [*messages, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    turn += [{"role": "tool", "tool_call_id": "c1", "content": "3"}]
+    written = with_tools + tokenizer.encode(
+        text='<tool_call>\n{"name":"add","arguments":{"a":1,"b":2}}\n</tool_call><|im_end|>\n'
+        "<|im_start|>user\n<tool_response>\n3\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
+        add_special_tokens=False,
+    )
+    as_rendered = rendered(tokenizer, template_messages(turn), tools)
+    answer = tokenizer.encode("3", add_special_tokens=False)
     counts = retokenization_drift(
         [
-            call_span(messages, seen, answer),
+            call_span(messages, seen, answer),  # drift
             call_span(messages, plain, answer),
-            call_span(messages, plain, answer, tools=tools),  # ChatML ignores tools: same ids
+            call_span(messages, with_tools, answer, tools=tools),
+            call_span(messages, plain, answer, tools=tools),  # drift: the tools were not in the prompt
+            call_span(turn, as_rendered, answer, tools=tools),
+            call_span(turn, written, answer, tools=tools),  # drift: the call's JSON re-spaced
         ],
         tokenizer,
     )
-    assert counts.prompt_checked == 3 and counts.prompt_drift == 1
+    assert counts.prompt_checked == 6 and counts.prompt_drift == 3
 
 
 def test_prefix_continuity_counts_rollouts_whose_calls_merge(tokenizer, smollm2: Path) -> None:

@@ -4,7 +4,10 @@ For every recorded LLM call with token ids, two questions:
 - response: does `encode(decode(response_ids))` give back the ids the model sampled? (BPE text has many
   tokenizations; the model picked one, and re-encoding picks the canonical one);
 - prompt: does re-rendering the recorded request (messages and tools, through the tokenizer's own
-  chat template; a completion's prompt text through the tokenizer) give the recorded prompt ids?
+  chat template as the inference server renders it: tools and tool calls as `tool_prompt.render_chat`
+  writes them for a template without a tool section; a completion's prompt text through the
+  tokenizer) give the recorded prompt ids? An assistant's tool call re-rendered from its parsed JSON
+  differs from what the model wrote when the model spaced its JSON otherwise, say.
 The shares of calls where they differ are what exact token ids buy; ours train on the recorded ids.
 """
 
@@ -17,6 +20,8 @@ from typing import Any
 
 from lightningrl.counts import Counts
 from lightningrl.credit.calls import llm_calls
+from lightningrl.serving.tool_calls import template_messages
+from lightningrl.serving.tool_prompt import render_chat
 from lightningstore import semconv
 from lightningstore.span import Span
 
@@ -80,7 +85,7 @@ def rerendered_prompt(attributes: dict[str, Any], tokenizer: Any) -> list[int] |
                 return _UNKNOWN  # a batch of prompts or a token-id prompt: nothing to retokenize
             return list(tokenizer.encode(request))
         tools = _tools(attributes.get(semconv.LLM_REQUEST_TOOLS))
-        text = tokenizer.apply_chat_template(request, tools=tools, tokenize=False, add_generation_prompt=True)
+        text = render_chat(tokenizer, template_messages(request), tools, add_generation_prompt=True)
         return list(tokenizer.encode(text, add_special_tokens=False))
     except Exception:  # noqa: BLE001 - a Jinja template can raise anything on a message it does not expect
         return None

@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument(
+        "--no-prefix-cache",
+        dest="prefix_cache",
+        action="store_false",
+        help="ours: prefill every prompt whole (default: a prefix the prompts share is prefilled once)",
+    )
+    parser.add_argument(
         "--engine",
         choices=["auto", "ours", "vllm"],
         default="ours",
@@ -84,6 +90,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_batch_size=args.max_batch_size,
         served_model_name=args.served_model_name,
         cpu_threads=args.cpu_threads,
+        prefix_cache=args.prefix_cache,
     )
     return 0
 

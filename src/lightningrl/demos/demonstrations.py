@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightningrl.serving.tool_calls import template_tool_calls
+from lightningrl.serving.tool_calls import template_messages
+from lightningrl.serving.tool_prompt import render_chat
 
 Demonstration = tuple[list[dict[str, Any]], str] | tuple[list[dict[str, Any]], str, list[dict[str, Any]]]
 """(chat messages up to the model's turn, the completion the model should write[, the tools offered]).
@@ -21,17 +22,10 @@ def encode_demonstration(
 ) -> tuple[list[int], list[int]]:
     """(prompt ids as the chat template renders them for generation, completion ids + eos).
 
-    `tools` and assistant `tool_calls` render as the inference server renders them (arguments as objects)."""
-    conversation = [
-        {**m, "tool_calls": template_tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")}
-        if m.get("tool_calls")
-        else m
-        for i, m in enumerate(messages)
-    ]
-    prompt = tokenizer.apply_chat_template(
-        conversation, tools=tools or None, add_generation_prompt=True, tokenize=True
-    )
-    if hasattr(prompt, "keys"):  # transformers 5 hands back a BatchEncoding
-        prompt = prompt["input_ids"]
+    `tools` and assistant `tool_calls` render as the inference server renders them (arguments as objects;
+    a template without a tool section as `tool_prompt.render_chat` rewrites it)."""
+    conversation = template_messages(messages)
+    text = render_chat(tokenizer, conversation, tools, add_generation_prompt=True)
+    prompt = tokenizer.encode(text, add_special_tokens=False)
     completion_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return list(prompt), completion_ids

@@ -13,6 +13,7 @@ from lightningrl.serving.job import Failed, Job, Started
 from lightningrl.serving.kv_cache import GrowingCache, stack_layers
 from lightningrl.serving.lean import LeanDecoder, lean_decoder
 from lightningrl.serving.model import LoadedModel
+from lightningrl.serving.prefix_cache import PrefixCache
 from lightningrl.serving.sampling import row_generator, sample_step
 from lightningrl.serving.sequence import Sequence
 
@@ -48,12 +49,15 @@ class Engine:
 
     Continuous batching: between decode steps, jobs that arrived meanwhile are prefilled and join the
     running batch (their cache left-padded to its length), so a request never waits for a whole
-    batch to end. A batch admits nothing once the model has been swapped."""
+    batch to end. A batch admits nothing once the model has been swapped. A prompt prefix that a
+    batch's prompts share is prefilled once per model and reused (`prefix_cache`; off: every prompt
+    runs whole)."""
 
-    def __init__(self, model: LoadedModel) -> None:
+    def __init__(self, model: LoadedModel, prefix_cache: bool = True) -> None:
         """Serve `model` until it is replaced."""
         self.model = model
         self._lean: tuple[LoadedModel, LeanDecoder | None] | None = None
+        self.prefix_cache = PrefixCache() if prefix_cache else None
 
     def _lean_for(self, model: LoadedModel) -> LeanDecoder | None:
         """The lean decoder of `model` (built once per model), or None if it decodes through transformers."""
@@ -147,22 +151,32 @@ class Engine:
             batch = self._step(model, batch, logits)
 
     def _prefill(self, model: LoadedModel, rows: list[tuple[Job, Sequence]]) -> _Batch | None:
-        """Run the rows' left-padded prompts and sample their first tokens; None if all are done."""
+        """Run the rows' left-padded prompts and sample their first tokens; None if all are done.
+
+        With a cached shared prefix the cache starts from its keys and values and only the rest of
+        each prompt runs, left-padded after the prefix (the padding then sits mid-row, masked)."""
         device = model.device
-        longest = max(len(seq.prompt_ids) for _, seq in rows)
+        prompts = [seq.prompt_ids for _, seq in rows]
+        prefix = self.prefix_cache.prefix_for(model, prompts) if self.prefix_cache is not None else None
+        shared = len(prefix.tokens) if prefix is not None else 0
+        rests = [prompt[shared:] for prompt in prompts]
+        longest = max(len(rest) for rest in rests)
         input_ids = torch.tensor(
-            [[model.pad_id] * (longest - len(seq.prompt_ids)) + seq.prompt_ids for _, seq in rows],
-            device=device,
+            [[model.pad_id] * (longest - len(rest)) + rest for rest in rests], device=device
         )
         mask = torch.tensor(
-            [[0] * (longest - len(seq.prompt_ids)) + [1] * len(seq.prompt_ids) for _, seq in rows],
-            device=device,
+            [[1] * shared + [0] * (longest - len(rest)) + [1] * len(rest) for rest in rests], device=device
         )
-        padded = any(len(seq.prompt_ids) < longest for _, seq in rows)
-        positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)
+        padded = any(len(rest) < longest for rest in rests)
+        positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)[:, shared:]
         cache = GrowingCache()
+        if prefix is not None:
+            for index, (keys, values) in enumerate(prefix.layers):
+                cache.update(keys.expand(len(rows), -1, -1, -1), values.expand(len(rows), -1, -1, -1), index)
         lean = self._lean_for(model)
-        if lean is not None and not padded:  # causal attention alone, as transformers does then
+        if (
+            lean is not None and not padded and prefix is None
+        ):  # causal attention alone, as transformers does then
             logits = lean(input_ids, positions, None, cache)
         else:
             output = model.model(

@@ -18,7 +18,7 @@ from lightningrl.serving.responses import Choice
 from lightningrl.serving.sampling import SamplingParams
 from lightningrl.serving.sequence import Delta
 from lightningrl.serving.tool_calls import template_tool_calls
-from lightningrl.serving.tool_prompt import hermes_conversation
+from lightningrl.serving.tool_prompt import render_chat
 
 
 class RequestError(Exception):
@@ -54,15 +54,15 @@ def chat_encoder(
     """
     conversation = [_template_message(message, index) for index, message in enumerate(messages)]
     tool_list = list(tools) if tools else None
-    speaks_tools = bool(tool_list) or any(m["role"] == "tool" or "tool_calls" in m for m in conversation)
 
     def encode(model: LoadedModel) -> list[list[int]]:
         """The rendered conversation's token ids."""
-        messages, offered = conversation, tool_list
-        if speaks_tools and not model.template_renders_tools:
-            messages, offered = hermes_conversation(conversation, tool_list), None
-        text = model.tokenizer.apply_chat_template(
-            messages, tools=offered, tokenize=False, add_generation_prompt=add_generation_prompt
+        text = render_chat(
+            model.tokenizer,
+            conversation,
+            tool_list,
+            add_generation_prompt=add_generation_prompt,
+            template_renders_tools=model.template_renders_tools,
         )
         return [model.tokenizer.encode(text, add_special_tokens=False)]
 
@@ -94,6 +94,7 @@ class ServingOptions(TypedDict, total=False):
     batch_wait_ms: float
     served_model_name: str | None
     cpu_threads: int | None
+    prefix_cache: bool
 
 
 class InferenceService:
@@ -108,11 +109,14 @@ class InferenceService:
         batch_wait_ms: float = 5.0,
         served_model_name: str | None = None,
         cpu_threads: int | None = None,
+        prefix_cache: bool = True,
     ) -> None:
-        """Load the checkpoint (the batcher starts with `start`)."""
+        """Load the checkpoint (the batcher starts with `start`); `prefix_cache`: `Engine`'s."""
         self.device = resolve_device(device)
         self.model_name = served_model_name or str(checkpoint_dir)
-        self.engine = Engine(load_model(checkpoint_dir, device=self.device, version=0))
+        self.engine = Engine(
+            load_model(checkpoint_dir, device=self.device, version=0), prefix_cache=prefix_cache
+        )
         self.batcher = Batcher(
             self.engine,
             max_batch_size=max_batch_size,

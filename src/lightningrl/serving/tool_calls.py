@@ -69,3 +69,13 @@ def template_tool_calls(tool_calls: Sequence[Any], where: str) -> list[dict[str,
                 ) from None
         rendered.append({**call, "function": function})
     return rendered
+
+
+def template_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat messages for the chat template: each assistant's `tool_calls` as `template_tool_calls`."""
+    return [
+        {**m, "tool_calls": template_tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")}
+        if m.get("tool_calls")
+        else m
+        for i, m in enumerate(messages)
+    ]

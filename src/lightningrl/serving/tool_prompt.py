@@ -101,6 +101,28 @@ def hermes_conversation(
     return messages
 
 
+def render_chat(
+    tokenizer: PreTrainedTokenizerBase,
+    conversation: Sequence[Message],
+    tools: Sequence[dict[str, Any]] | None,
+    *,
+    add_generation_prompt: bool,
+    template_renders_tools: bool | None = None,
+) -> str:
+    """The prompt text the inference server renders for `conversation` (template-ready messages) and
+    the `tools` offered: a template without a tool section gets `hermes_conversation` first."""
+    tool_list = list(tools) if tools else None
+    speaks_tools = bool(tool_list) or any(m["role"] == "tool" or m.get("tool_calls") for m in conversation)
+    messages, offered = list(conversation), tool_list
+    if speaks_tools and not (
+        renders_tools(tokenizer) if template_renders_tools is None else template_renders_tools
+    ):
+        messages, offered = hermes_conversation(conversation, tool_list), None
+    return tokenizer.apply_chat_template(
+        messages, tools=offered, tokenize=False, add_generation_prompt=add_generation_prompt
+    )
+
+
 def _literal(text: str) -> str:
     """`text` as a Jinja string literal (JSON's escapes are Jinja's)."""
     return json.dumps(text, ensure_ascii=False)
