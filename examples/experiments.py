@@ -1,6 +1,6 @@
 """The paper's experiments in miniature: run each example demo a few times and print one table.
 
-    .venv/bin/python examples/experiments.py [--runs 3] [--only calc,sql] [--output runs/experiments]
+    .venv/bin/python examples/experiments.py [--runs 3] [--only calc,sql] [--model tiny|smollm2] [--output DIR]
 
 Each demo runs as its own process, one at a time, with its default settings and seeds 0..runs-1; its
 last line (`held-out success: before X after Y (seed S, N RL steps, W s wall)`) is the result. The
@@ -69,6 +69,16 @@ EXPERIMENTS = (
     Experiment("sql", "text-to-SQL", "LangGraph", "examples/sql/demo.py", "writer-seed{seed}"),
     Experiment("rag", "retrieval QA", "OpenAI Agents SDK", "examples/rag/demo.py", "seed{seed}"),
 )
+SMOLLM2_EXPERIMENTS = (
+    Experiment(
+        "calc",
+        "calculator tools (function calling), 120 held-out",
+        "plain openai client",
+        "examples/calc/demo_smollm2.py",
+        "seed{seed}",
+    ),
+)
+EXPERIMENTS_BY_MODEL = {"tiny": EXPERIMENTS, "smollm2": SMOLLM2_EXPERIMENTS}
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,8 @@ class RunResult:
     wall: float
     params: int | None
     metrics_csv: Path | None
+    slices_before: dict[str, float]
+    slices_after: dict[str, float]
 
 
 def parameter_count(model_dir: Path) -> int | None:
@@ -111,6 +123,7 @@ def run_one(experiment: Experiment, seed: int, output: Path, extra: list[str]) -
         raise SystemExit(f"{experiment.script} --seed {seed} failed (exit {code}); see {log}")
     run_dir = out / experiment.run_dir.format(seed=seed)
     metrics = run_dir / "metrics.csv"
+    first, last = heldout_slices(metrics)
     return RunResult(
         before=float(match["before"]),
         after=float(match["after"]),
@@ -118,7 +131,40 @@ def run_one(experiment: Experiment, seed: int, output: Path, extra: list[str]) -
         wall=time.perf_counter() - started,
         params=parameter_count(run_dir / "model-warmup"),
         metrics_csv=metrics if metrics.exists() else None,
+        slices_before=first,
+        slices_after=last,
     )
+
+
+def heldout_slices(metrics: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """Held-out success per slice (`val/success[op=plus]` -> `op=plus`) at the first and last validation."""
+    if not metrics.exists():
+        return {}, {}
+    with metrics.open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("val/success")]
+    if not rows:
+        return {}, {}
+
+    def slices(row: dict[str, str]) -> dict[str, float]:
+        return {
+            k[len("val/success[") : -1]: float(v)
+            for k, v in row.items()
+            if k.startswith("val/success[") and v
+        }
+
+    return slices(rows[0]), slices(rows[-1])
+
+
+def slice_cell(results: list[RunResult]) -> str:
+    """Each slice's median held-out success, before -> after, over the runs."""
+    names = sorted({name for r in results for name in (*r.slices_before, *r.slices_after)})
+    parts = []
+    for name in names:
+        before = [r.slices_before[name] for r in results if name in r.slices_before]
+        after = [r.slices_after[name] for r in results if name in r.slices_after]
+        if before and after:
+            parts.append(f"{name} {statistics.median(before):.2f} → {statistics.median(after):.2f}")
+    return ", ".join(parts) or "-"
 
 
 def spread(values: list[float]) -> str:
@@ -128,8 +174,8 @@ def spread(values: list[float]) -> str:
 def table(rows: dict[Experiment, list[RunResult]]) -> str:
     lines = [
         "| task | framework | model | runs | held-out before (min / median / max) | after (min / median / max) "
-        "| rise (median) | steps | wall, median |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| rise (median) | by slice (median) | steps | wall, median |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for experiment, results in rows.items():
         before = [r.before for r in results]
@@ -139,7 +185,7 @@ def table(rows: dict[Experiment, list[RunResult]]) -> str:
         rise = statistics.median(a - b for a, b in zip(after, before, strict=True))
         lines.append(
             f"| {experiment.task} | {experiment.framework} | {size} | {len(results)} | {spread(before)} | "
-            f"{spread(after)} | {rise:+.2f} | {results[0].steps} | {statistics.median(r.wall for r in results):.0f} s |"
+            f"{spread(after)} | {rise:+.2f} | {slice_cell(results)} | {results[0].steps} | {statistics.median(r.wall for r in results):.0f} s |"
         )
     return "\n".join(lines)
 
@@ -175,14 +221,15 @@ def plot(experiment: Experiment, results: list[RunResult], path: Path) -> None:
     plt.close(fig)
 
 
-def chosen_experiments(only: str) -> list[Experiment]:
-    """The demos `--only` names (comma-separated), in the order given; all of them for ""."""
+def chosen_experiments(only: str, model: str = "tiny") -> list[Experiment]:
+    """The demos `--only` names (comma-separated) for `model`, in the order given; all of them for ""."""
+    experiments = EXPERIMENTS_BY_MODEL[model]
     names = list(dict.fromkeys(name for name in only.split(",") if name))
-    unknown = set(names) - {e.name for e in EXPERIMENTS}
+    unknown = set(names) - {e.name for e in experiments}
     if unknown:
-        raise KeyError(f"--only: unknown demo(s) {sorted(unknown)}")
-    by_name = {e.name: e for e in EXPERIMENTS}
-    return [by_name[name] for name in names] if names else list(EXPERIMENTS)
+        raise KeyError(f"--only: unknown demo(s) {sorted(unknown)} for --model {model}")
+    by_name = {e.name: e for e in experiments}
+    return [by_name[name] for name in names] if names else list(experiments)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -193,12 +240,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated demos, run in that order: " + ",".join(e.name for e in EXPERIMENTS),
+        help="comma-separated demos, run in that order: "
+        + "; ".join(f"{m}: " + ",".join(e.name for e in es) for m, es in EXPERIMENTS_BY_MODEL.items()),
     )
-    parser.add_argument("--output", default="runs/experiments")
+    parser.add_argument(
+        "--model",
+        choices=sorted(EXPERIMENTS_BY_MODEL),
+        default="tiny",
+        help="tiny: the 0.7M-parameter models built here; smollm2: the real SmolLM2-135M-Instruct",
+    )
+    parser.add_argument("--output", default=None, help="default: runs/experiments (runs/experiments-smollm2)")
     args, extra = parser.parse_known_args(argv)
+    if args.output is None:
+        args.output = "runs/experiments" if args.model == "tiny" else f"runs/experiments-{args.model}"
     try:
-        chosen = chosen_experiments(args.only)
+        chosen = chosen_experiments(args.only, args.model)
     except KeyError as error:
         parser.error(str(error.args[0]))
     output = Path(args.output).resolve()

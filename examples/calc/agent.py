@@ -9,6 +9,7 @@ blamed when the first call picked the wrong tool (see examples/calc/README.md).
 from __future__ import annotations
 
 import asyncio
+import re
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -19,9 +20,25 @@ from openai import AsyncOpenAI
 from runner import emit_reward
 
 try:  # when run from examples/calc as a script directory
-    from tasks import SYSTEM, answer_messages, run_tool, tool_messages
+    from tasks import (
+        SYSTEM,
+        TOOL_SCHEMAS,
+        TOOL_SYSTEM,
+        answer_messages,
+        function_result,
+        run_tool,
+        tool_messages,
+    )
 except ImportError:  # pragma: no cover - imported as a package
-    from examples.calc.tasks import SYSTEM, answer_messages, run_tool, tool_messages
+    from examples.calc.tasks import (
+        SYSTEM,
+        TOOL_SCHEMAS,
+        TOOL_SYSTEM,
+        answer_messages,
+        function_result,
+        run_tool,
+        tool_messages,
+    )
 
 ANSWER_CALL = 1
 """0-based index of the answer call among the agent's LLM calls."""
@@ -68,3 +85,44 @@ async def calc_agent(task: dict[str, Any], resources: Any) -> float:
     )
     emit_reward(1.0 if answer == result else 0.0, step=ANSWER_CALL)
     return 1.0 if answer == str(task["answer"]) else 0.0
+
+
+async def solve_with_tools(
+    llm: Any, question: str, system: str = TOOL_SYSTEM
+) -> tuple[str | None, str | None, str]:
+    """The agent in its natural form: the tools offered as functions, the model's tool call executed,
+    its result sent back as a `tool` message, then the final answer: (call, result, answer)."""
+    client = AsyncOpenAI(
+        base_url=llm.base_url, api_key=llm.api_key, max_retries=2, timeout=120, http_client=shared_http()
+    )
+    messages: list[dict[str, Any]] = tool_messages(question, system)
+    first = await client.chat.completions.create(
+        model=llm.model, messages=messages, tools=TOOL_SCHEMAS, max_tokens=40
+    )
+    message = first.choices[0].message
+    if not message.tool_calls:
+        return None, None, (message.content or "").strip()
+    call = message.tool_calls[0]
+    result = function_result(call.function.name, call.function.arguments)
+    messages += [
+        {"role": "assistant", "content": message.content, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": result},
+    ]
+    second = await client.chat.completions.create(
+        model=llm.model, messages=messages, tools=TOOL_SCHEMAS, max_tokens=12
+    )
+    return call.function.name, result, (second.choices[0].message.content or "").strip()
+
+
+def last_number(text: str) -> str | None:
+    numbers = re.findall(r"-?\d+", text)
+    return numbers[-1] if numbers else None
+
+
+async def calc_tools_agent(task: dict[str, Any], resources: Any) -> float:
+    """Reward 1.0 when the reply's last number is the answer; the answer call is judged on restating
+    the tool's result (as `calc_agent`'s)."""
+    _, result, answer = await solve_with_tools(resources.llm, task["question"])
+    if result is not None:
+        emit_reward(1.0 if last_number(answer) == result else 0.0, step=ANSWER_CALL)
+    return 1.0 if last_number(answer) == str(task["answer"]) else 0.0

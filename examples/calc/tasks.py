@@ -102,3 +102,90 @@ def vocabulary() -> list[str]:
     lines = [SYSTEM, "result error", *TEMPLATES]
     lines += [f"{op} {tool}" for op, tool in OPS.items()]
     return lines
+
+
+# The same task for a real pretrained model (examples/calc/demo_smollm2.py): two-digit numbers, the
+# tools offered as OpenAI functions, a tool call as the model's chat template writes one.
+FUNCTIONS = {
+    "add": "Add two integers: a + b.",
+    "sub": "Subtract two integers: a - b.",
+    "mul": "Multiply two integers: a * b.",
+}
+TOOL_SYSTEM = (
+    "You are a calculator assistant. Call a tool to compute the answer, then reply with just the number."
+)
+TOOL_SCHEMAS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        },
+    }
+    for name, description in FUNCTIONS.items()
+]
+
+
+def two_digit_split(seed: int, heldout_per_op: int = 40) -> tuple[list[CalcTask], list[CalcTask]]:
+    """Operands 10-99: the same held-out tasks for every seed (`heldout_per_op` per operation, one
+    phrasing each), the train tasks every other (op, a, b) in a seeded order."""
+    triples = [(op, a, b) for op in OPS for a in range(10, 100) for b in range(10, 100)]
+    random.Random(1000).shuffle(triples)
+    held: list[tuple[str, int, int]] = []
+    for op in OPS:
+        held += [t for t in triples if t[0] == op][:heldout_per_op]
+    chosen = set(held)
+    rest = [t for t in triples if t not in chosen]
+    random.Random(seed).shuffle(rest)
+
+    def task(i: int, op: str, a: int, b: int) -> CalcTask:
+        template = TEMPLATES[i % len(TEMPLATES)]
+        return CalcTask(f"{op}-{a}-{b}", template.format(a=a, op=op, b=b), a, b, op, TOOLS[OPS[op]](a, b))
+
+    return [task(i, *t) for i, t in enumerate(rest)], [task(i, *t) for i, t in enumerate(held)]
+
+
+def function_result(name: str, arguments: str) -> str:
+    """Execute an OpenAI function call (`arguments` a JSON string) on the calculator's tools."""
+    import json
+
+    try:
+        args = json.loads(arguments)
+        return str(TOOLS[name](int(args["a"]), int(args["b"])))
+    except (KeyError, TypeError, ValueError):
+        return "error"
+
+
+def tool_demonstrations(
+    tasks: list[CalcTask], seed: int, count: int, random_tool: bool = False
+) -> list[tuple]:
+    """Warm-up data for the real model: the tool-call format and copying the result; the tool the
+    operation needs, or with `random_tool` one picked AT RANDOM (the format only)."""
+    import json
+
+    from lightningrl.serving.tool_prompt import tool_call_block
+
+    rng = random.Random(seed)
+    out: list[tuple] = []
+    for _ in range(count // 2):
+        task = rng.choice(tasks)
+        name = rng.choice(list(TOOLS)) if random_tool else OPS[task.op]
+        arguments = json.dumps({"a": task.a, "b": task.b})
+        call = {"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}
+        first = tool_messages(task.question, TOOL_SYSTEM)
+        # the text the model writes for this call: the server renders it back the same way
+        block = tool_call_block({"name": name, "arguments": json.loads(arguments)})
+        out.append((first, block, TOOL_SCHEMAS))
+        result = function_result(name, arguments)
+        second = [
+            *first,
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_0", "content": result},
+        ]
+        out.append((second, result, TOOL_SCHEMAS))
+    return out

@@ -43,7 +43,8 @@ def test_one_run_of_the_calc_demo_makes_the_table_and_the_curve(tmp_path: Path) 
     assert table[0].startswith("| task | framework | model |") and len(table) == 3
     row = [cell.strip() for cell in table[2].strip("|").split("|")]
     assert row[:4] == ["calculator tools", "plain openai client", row[2], "1"] and row[2].endswith("M")
-    assert row[7] == "1"  # steps
+    assert row[7].count("→") == 3 and "op=plus" in row[7]  # held-out by slice, before -> after
+    assert row[8] == "1"  # steps
     assert "held-out success: before" in (out / "calc-seed0.log").read_text()
     assert (out / "calc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "calc" / "seed0" / "metrics.csv").exists()
@@ -67,3 +68,11 @@ def test_only_runs_the_named_demos_in_the_order_given() -> None:
     assert [e.name for e in chosen_experiments("sql,rag,calc")] == ["sql", "rag", "calc"]
     assert [e.name for e in chosen_experiments("rag,rag")] == ["rag"]
     assert chosen_experiments("") == list(EXPERIMENTS)
+
+
+def test_the_real_model_runs_its_own_demos() -> None:
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+    from experiments import SMOLLM2_EXPERIMENTS, chosen_experiments
+
+    assert chosen_experiments("", "smollm2") == list(SMOLLM2_EXPERIMENTS)
+    assert chosen_experiments("calc", "smollm2")[0].script == "examples/calc/demo_smollm2.py"

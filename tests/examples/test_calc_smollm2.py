@@ -1,0 +1,75 @@
+"""examples/calc/demo_smollm2.py, bounded: the plain-openai calculator agent with tools (OpenAI
+functions in the request) on the real SmolLM2-135M-Instruct, one RL step through `fit`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+from safetensors import safe_open
+from test_calc_replay import RENDEZVOUS
+
+from lightningrl.models import cached_model
+from lightningstore import semconv
+
+# A warm-up just long enough for the call format; two tasks x 8 rollouts: a group whose rewards all
+# agree trains nothing, and 8 samples of a near-random tool choice almost never all agree.
+SHORT = ["--steps", "1", "--tasks-per-step", "2", "--n", "8", "--workers", "8", "--train-tasks", "16"]
+SHORT += ["--heldout-per-op", "2", "--warmup-steps", "4", "--warmup-batch", "2", "--warmup-lr", "1e-4"]
+
+
+@pytest.mark.slow
+def test_one_rl_step_of_the_tool_calling_agent_on_the_real_model(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
+    env |= {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [sys.executable, "examples/calc/demo_smollm2.py", "--output", str(tmp_path), *SHORT],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "held-out success: before" in done.stdout.splitlines()[-1]
+    run = tmp_path / "seed0"
+    with (run / "metrics.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    validations = [r for r in rows if r.get("val/success")]
+    # Held-out evaluated before and after, per operation.
+    assert len(validations) == 2 and all(r.get("val/success[op=times]") for r in validations)
+    step = next(r for r in rows if r["step"] == "1" and r.get("credit/rollouts"))
+    assert "update/skipped" not in step or not step["update/skipped"], step
+    # Every rollout called a tool: two calls each, merged into one sequence, each call with its reward
+    # (the answer call's own judgement and the episode's).
+    assert step["credit/rollouts"] == "16" and step["credit/calls_used"] == "32", step
+    assert (
+        step["credit/multi_call_rollouts_merged"] == "16" and float(step["tokens/prefix_continuity"]) == 1.0
+    )
+    assert step["credit/rewards_used"] == "32" and step["credit/rewards_unmatched"] == "0"
+    # Ids as the server rendered them (tools written into the ChatML prompt): no prompt drift.
+    assert float(step["tokens/prompt_drift"]) == 0.0 and float(step["tokens/mismatch_abs_mean"]) <= 1e-3
+    # The tools went out in the request and the calls came back as OpenAI tool_calls.
+    with sqlite3.connect(run / "store.db") as db:
+        attributes = [json.loads(a) for (a,) in db.execute("SELECT attributes FROM spans")]
+    offered = [a for a in attributes if semconv.LLM_REQUEST_TOOLS in a]
+    assert len(offered) >= 32 and all('"name": "mul"' in a[semconv.LLM_REQUEST_TOOLS] for a in offered)
+    calls = [a for a in offered if "tool_calls" in str(a.get(semconv.GEN_AI_FINISH_REASONS))]
+    assert len(calls) >= 16, len(calls)  # each rollout's first call (val rollouts' too)
+    # The update changed the weights.
+    checkpoints = sorted((run / "checkpoints").glob("*/model.safetensors"))
+    assert checkpoints, sorted(p.name for p in run.iterdir())
+    name = "model.layers.0.self_attn.q_proj.weight"
+    with (
+        safe_open(str(checkpoints[-1]), framework="pt") as new,
+        safe_open(str(run / "model-warmup" / "model.safetensors"), framework="pt") as old,
+    ):
+        assert (new.get_tensor(name) - old.get_tensor(name)).abs().max().item() > 0.0
+    assert (run / "model-warmup").resolve() != cached_model("smollm2").resolve()
