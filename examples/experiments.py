@@ -123,7 +123,7 @@ def run_one(experiment: Experiment, seed: int, output: Path, extra: list[str]) -
         raise SystemExit(f"{experiment.script} --seed {seed} failed (exit {code}); see {log}")
     run_dir = out / experiment.run_dir.format(seed=seed)
     metrics = run_dir / "metrics.csv"
-    first, last = heldout_slices(metrics)
+    first, last = first_and_last_slices(metrics)
     return RunResult(
         before=float(match["before"]),
         after=float(match["after"]),
@@ -136,8 +136,10 @@ def run_one(experiment: Experiment, seed: int, output: Path, extra: list[str]) -
     )
 
 
-def heldout_slices(metrics: Path) -> tuple[dict[str, float], dict[str, float]]:
-    """Held-out success per slice (`val/success[op=plus]` -> `op=plus`) at the first and last validation."""
+def first_and_last_slices(metrics: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """Held-out success per slice (`op=plus`) at the first and last validation of a metrics.csv."""
+    from lightningrl.demos.flags import heldout_slices
+
     if not metrics.exists():
         return {}, {}
     with metrics.open(newline="") as fh:
@@ -146,11 +148,7 @@ def heldout_slices(metrics: Path) -> tuple[dict[str, float], dict[str, float]]:
         return {}, {}
 
     def slices(row: dict[str, str]) -> dict[str, float]:
-        return {
-            k[len("val/success[") : -1]: float(v)
-            for k, v in row.items()
-            if k.startswith("val/success[") and v
-        }
+        return heldout_slices({k: float(v) for k, v in row.items() if k.startswith("val/success[") and v})
 
     return slices(rows[0]), slices(rows[-1])
 

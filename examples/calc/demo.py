@@ -35,6 +35,7 @@ from lightningrl.demos.flags import (  # noqa: E402
     demo_argument_parser,
     demo_rl_config,
     demo_warmup_config,
+    fresh_run_dir,
     report_heldout,
 )
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
@@ -58,10 +59,7 @@ def demo_config(args: argparse.Namespace) -> LightningRLConfig:
 def main(args: argparse.Namespace) -> None:
     console = Console(soft_wrap=True)
     started = time.perf_counter()
-    out = Path(args.output).resolve() / f"seed{args.seed}"  # absolute: the store records checkpoint paths
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out = fresh_run_dir(args.output, f"seed{args.seed}")
     train, heldout = split_tasks(args.seed)
 
     console.rule(f"[bold]LightningRL CPU demo: calculator agent, seed {args.seed}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from rich.console import Console  # noqa: E402
 from tasks import CalcTask, tool_demonstrations, two_digit_split  # noqa: E402
 
 from lightningrl import cached_model, fit  # noqa: E402
-from lightningrl.demos.flags import report_heldout  # noqa: E402
+from lightningrl.demos.flags import fresh_run_dir, report_heldout  # noqa: E402
 from lightningrl.demos.warmup import WarmupConfig, supervised_warmup  # noqa: E402
 
 
@@ -61,10 +60,7 @@ def rl_config(args: argparse.Namespace) -> dict:
 def main(args: argparse.Namespace) -> None:
     console = Console(soft_wrap=True)
     started = time.perf_counter()
-    out = Path(args.output).resolve() / f"seed{args.seed}"  # absolute: the store records checkpoint paths
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out = fresh_run_dir(args.output, f"seed{args.seed}")
     train, heldout = two_digit_split(args.seed, args.heldout_per_op)
     console.rule(f"[bold]LightningRL on SmolLM2-135M-Instruct: calculator agent with tools, seed {args.seed}")
     model = cached_model("smollm2")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 
@@ -152,8 +153,6 @@ def two_digit_split(seed: int, heldout_per_op: int = 40) -> tuple[list[CalcTask]
 
 def function_result(name: str, arguments: str) -> str:
     """Execute an OpenAI function call (`arguments` a JSON string) on the calculator's tools."""
-    import json
-
     try:
         args = json.loads(arguments)
         return str(TOOLS[name](int(args["a"]), int(args["b"])))
@@ -166,9 +165,7 @@ def tool_demonstrations(
 ) -> list[tuple]:
     """Warm-up data for the real model: the tool-call format and copying the result; the tool the
     operation needs, or with `random_tool` one picked AT RANDOM (the format only)."""
-    import json
-
-    from lightningrl.serving.tool_prompt import tool_call_block
+    from lightningrl.serving.tool_prompt import tool_call_block  # transformers: not for the agent's import
 
     rng = random.Random(seed)
     out: list[tuple] = []

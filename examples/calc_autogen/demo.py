@@ -41,6 +41,7 @@ from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
+    fresh_run_dir,
     report_heldout,
 )
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
@@ -98,10 +99,7 @@ def warm_model(args: argparse.Namespace, out: Path, train: list[CalcTask], conso
 def main(args: argparse.Namespace) -> None:
     console = Console(soft_wrap=True)
     started = time.perf_counter()
-    out = Path(args.output).resolve() / f"{args.tools}-seed{args.seed}"  # absolute: the store records paths
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out = fresh_run_dir(args.output, f"{args.tools}-seed{args.seed}")
     train, heldout = split_tasks(args.seed)
     console.rule(
         f"[bold]LightningRL CPU demo: AutoGen calculator agent ({args.tools} tools), seed {args.seed}"

@@ -33,6 +33,7 @@ from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
+    fresh_run_dir,
     heldout_slices,
     report_heldout,
 )
@@ -62,10 +63,7 @@ async def held_out_f1(db: Path, step: int) -> float | None:
 def main(args: argparse.Namespace) -> None:
     console = Console(soft_wrap=True)
     started = time.perf_counter()
-    out = Path(args.output).resolve() / f"seed{args.seed}"  # absolute: the store records checkpoint paths
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out = fresh_run_dir(args.output, f"seed{args.seed}")
     world, train, heldout = split_tasks(args.seed)
 
     console.rule(f"[bold]LightningRL CPU demo: retrieval agent (OpenAI Agents SDK), seed {args.seed}")

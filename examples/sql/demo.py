@@ -37,6 +37,7 @@ from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
     demo_rl_config,
+    fresh_run_dir,
     report_heldout,
 )
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
@@ -78,10 +79,7 @@ def checker_scores(
 def main(args: argparse.Namespace) -> None:
     console = Console(soft_wrap=True)
     started = time.perf_counter()
-    out = Path(args.output).resolve() / f"{args.train_roles}-seed{args.seed}"
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out = fresh_run_dir(args.output, f"{args.train_roles}-seed{args.seed}")
     train, heldout = split_tasks(args.seed)
     val = random.Random(args.seed).sample(heldout, min(args.val_tasks, len(heldout)))
     tools = tool_schemas()

@@ -21,7 +21,7 @@ from typing import Any
 from lightningrl.counts import Counts
 from lightningrl.credit.calls import llm_calls
 from lightningrl.serving.tool_calls import template_messages
-from lightningrl.serving.tool_prompt import render_chat
+from lightningrl.serving.tool_prompt import render_chat, renders_tools
 from lightningstore import semconv
 from lightningstore.span import Span
 
@@ -50,12 +50,15 @@ def retokenization_drift(spans: Iterable[Span], tokenizer: Any) -> DriftCounts:
     spans = list(spans)
     by_id = {(span.attempt_id, span.span_id): span for span in spans}
     counts = DriftCounts()
+    template_renders_tools = renders_tools(tokenizer)
     for call in llm_calls(spans):
         if not call.has_tokens:
             continue
         counts.calls += 1
         counts.response_drift += int(response_drifts(list(call.response_ids or ()), tokenizer))
-        rendered = rerendered_prompt(by_id[call.attempt_id, call.span_id].attributes, tokenizer)
+        rendered = rerendered_prompt(
+            by_id[call.attempt_id, call.span_id].attributes, tokenizer, template_renders_tools
+        )
         if rendered is not _UNKNOWN:
             counts.prompt_checked += 1
             counts.prompt_drift += int(rendered != list(call.prompt_ids or ()))
@@ -72,7 +75,9 @@ _UNKNOWN: Any = object()
 """No request recorded to re-render from."""
 
 
-def rerendered_prompt(attributes: dict[str, Any], tokenizer: Any) -> list[int] | None:
+def rerendered_prompt(
+    attributes: dict[str, Any], tokenizer: Any, template_renders_tools: bool | None = None
+) -> list[int] | None:
     """The prompt ids a retokenizing system would build from the recorded request; None when the
     chat template cannot render it (that system could not train on the call at all)."""
     request = _recorded_json(attributes.get(semconv.LLM_REQUEST_MESSAGES))
@@ -85,7 +90,13 @@ def rerendered_prompt(attributes: dict[str, Any], tokenizer: Any) -> list[int] |
                 return _UNKNOWN  # a batch of prompts or a token-id prompt: nothing to retokenize
             return list(tokenizer.encode(request))
         tools = _tools(attributes.get(semconv.LLM_REQUEST_TOOLS))
-        text = render_chat(tokenizer, template_messages(request), tools, add_generation_prompt=True)
+        text = render_chat(
+            tokenizer,
+            template_messages(request),
+            tools,
+            add_generation_prompt=True,
+            template_renders_tools=template_renders_tools,
+        )
         return list(tokenizer.encode(text, add_special_tokens=False))
     except Exception:  # noqa: BLE001 - a Jinja template can raise anything on a message it does not expect
         return None

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lightningrl.config import LightningRLConfig
@@ -151,6 +153,15 @@ def demo_warmup_config(args: argparse.Namespace, **fields: Any) -> WarmupConfig:
         max_steps=args.warmup_max_steps,
         **fields,
     )
+
+
+def fresh_run_dir(output: str | Path, name: str) -> Path:
+    """`output/name` made empty, as an absolute path (the store records checkpoint paths)."""
+    out = Path(output).resolve() / name
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    return out
 
 
 def heldout_slices(row: dict[str, Any]) -> dict[str, float]:
