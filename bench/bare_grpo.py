@@ -1,6 +1,6 @@
 """A bare-torch GRPO loop on SmolLM2-135M-Instruct against `fit` on the same task: the framework's cost.
 
-    .venv/bin/python bench/bare_grpo.py [--steps 10] [--runs 3] [--only bare,fit,sft]
+    .venv/bin/python bench/bare_grpo.py [--steps 10] [--runs 3] [--only bare,fit,sft,apo]
 
 The task is bench/real_model.py's two-digit sums ("What is a plus b? Answer with the number."; reward 1
 when the reply holds the sum). Both sides: 4 prompts x 8 samples a step at temperature 1, 24 new tokens,
@@ -11,6 +11,11 @@ settings through `fit` (store server, proxy, our inference server, 2 runner proc
 **sft**: `fit(..., algorithm="sft")` on the same rollouts (4 x 8 a step), trained on the successful
 ones only (NLL on their response tokens, same actor and lr): SFT against RL at the same number of
 rollouts.
+**apo**: `fit(..., algorithm="apo")`: the same agent with its system prompt as a prompt resource,
+starting from the one SmolLM2's template adds by itself (so the start is the other sides' model and
+prompt), 2 rounds, beam 2; the optimizer is the policy itself as our server serves it; candidates are
+scored by 2 rollouts on each of 32 train tasks (held-out stays unseen); the weights never change.
+Its wall is the whole `fit` call (evaluations and start-up included).
 The table gives each side's held-out before -> after and its training wall (evaluation excluded), median
 (min-max) over the runs, and the ratio of the medians. Run it alone on the machine.
 """
@@ -34,7 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from real_model import sum_agent  # noqa: E402, F401 (fit's agent, loaded by path)
+from real_model import SMOLLM2_SYSTEM, prompted_sum_agent, sum_agent  # noqa: E402, F401 (fit's agents)
 
 from lightningrl.models import cached_model  # noqa: E402
 
@@ -120,10 +125,17 @@ def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict], algor
 
     # SFT's update is NLL only for one optimiser step on a batch scored by its own weights.
     sft = {"trainer": {"mini_batch_size": None, "ppo_epochs": 1}} if algorithm == "sft" else None
+    apo = (
+        {"rounds": 2, "beam": 2, "rollouts_per_task": 2, "optimizer_max_tokens": 96, "score_on": "train",
+         "score_tasks": 32}
+        if algorithm == "apo" else None
+    )  # fmt: skip
+    agent = "prompted_sum_agent" if algorithm == "apo" else "sum_agent"
 
     with tempfile.TemporaryDirectory() as out:
-        fit(
-            f"{Path(__file__).resolve().parent / 'real_model.py'}:sum_agent",
+        started = time.perf_counter()
+        result = fit(
+            f"{Path(__file__).resolve().parent / 'real_model.py'}:{agent}",
             train,
             heldout,
             model=cached_model("smollm2"),
@@ -143,10 +155,16 @@ def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict], algor
             output_dir=out,
             algorithm=algorithm,
             sft=sft,
+            apo=apo,
+            prompt=SMOLLM2_SYSTEM if apo is not None else None,
         )
+        whole = time.perf_counter() - started
         with open(Path(out) / "metrics.csv", newline="") as file:
             rows = list(csv.DictReader(file))
     held = [(int(r["step"]), float(r["val/success"])) for r in rows if r.get("val/success")]
+    if algorithm == "apo":
+        best = result.apo.best.version.resource.template if result.apo is not None else None
+        return {"before": held[0][1], "after": held[-1][1], "wall": whole, "prompt": best}
     # Training wall: each step's wall less the validation inside it.
     wall = sum(
         float(r["step_seconds"]) - float(r.get("val/seconds") or 0.0) for r in rows if int(r["step"]) > 0
@@ -162,7 +180,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="bare,fit,sft")
+    parser.add_argument("--only", default="bare,fit,sft", help="of bare,fit,sft,apo")
     args = parser.parse_args()
     results: dict[str, list[dict]] = {}
     for seed in range(args.runs):
@@ -171,9 +189,10 @@ def main() -> None:
             if side == "bare":
                 run = bare_run(seed, args.steps, train, heldout)
             else:
-                run = fit_run(seed, args.steps, train, heldout, algorithm="sft" if side == "sft" else "rl")
+                run = fit_run(seed, args.steps, train, heldout, algorithm="rl" if side == "fit" else side)
             print(
-                f"{side} seed {seed}: {run['before']:.2f} -> {run['after']:.2f} in {run['wall']:.0f} s",
+                f"{side} seed {seed}: {run['before']:.2f} -> {run['after']:.2f} in {run['wall']:.0f} s"
+                + (f"; best prompt {run['prompt']!r}" if run.get("prompt") is not None else ""),
                 flush=True,
             )
             results.setdefault(side, []).append(run)

@@ -137,21 +137,33 @@ def sums(count: int, seed: int) -> list[dict]:
     return [{"a": a, "b": b} for a, b in pairs]
 
 
-@rollout
-async def sum_agent(task: dict, resources) -> float:
-    """One call: "What is a plus b?"; reward 1 when the reply holds the sum."""
+SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+"""The system prompt SmolLM2's chat template adds when a request has none (APO's start prompt)."""
+
+
+async def ask_sum(task: dict, llm, system: str | None = None) -> float:
+    """One call: "What is a plus b?" (under `system` when given); reward 1 when the reply holds the sum."""
     from openai import AsyncOpenAI
 
-    llm = resources.llm
+    question = {"role": "user", "content": f"What is {task['a']} plus {task['b']}? Answer with the number."}
+    messages = [{"role": "system", "content": system}, question] if system is not None else [question]
     async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
-        reply = await client.chat.completions.create(
-            model=llm.model,
-            messages=[
-                {"role": "user", "content": f"What is {task['a']} plus {task['b']}? Answer with the number."}
-            ],
-            max_tokens=24,
-        )
+        reply = await client.chat.completions.create(model=llm.model, messages=messages, max_tokens=24)
     return float(str(task["a"] + task["b"]) in (reply.choices[0].message.content or ""))
+
+
+@rollout
+async def sum_agent(task: dict, resources) -> float:
+    """The sums agent (no system prompt: the template's own)."""
+    return await ask_sum(task, resources.llm)
+
+
+@rollout
+async def prompted_sum_agent(task: dict, resources) -> float:
+    """The sums agent under the `prompt` resource as its system prompt (what APO optimizes); with the
+    start prompt its requests render to the same tokens as `sum_agent`'s."""
+    prompt = resources.prompts.get("prompt")
+    return await ask_sum(task, resources.llm, prompt.template if prompt is not None else SMOLLM2_SYSTEM)
 
 
 STEP_PARTS = (

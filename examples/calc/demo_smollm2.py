@@ -17,6 +17,7 @@ unseen tasks for every seed (40 per operation), greedy. Last line:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -31,7 +32,7 @@ from rich.console import Console  # noqa: E402
 from tasks import CalcTask, tool_demonstrations, two_digit_split  # noqa: E402
 
 from lightningrl import cached_model, fit  # noqa: E402
-from lightningrl.demos.flags import fresh_run_dir, report_heldout  # noqa: E402
+from lightningrl.demos.flags import add_advantage_flags, advantage_config, fresh_run_dir, report_heldout  # noqa: E402
 from lightningrl.demos.warmup import WarmupConfig, supervised_warmup  # noqa: E402
 
 
@@ -40,7 +41,8 @@ def as_rows(tasks: list[CalcTask]) -> list[dict]:
 
 
 def rl_config(args: argparse.Namespace) -> dict:
-    """One full fine-tune update a batch (GRPO, Dr.GRPO advantages, token-mean), as bench/bare_grpo.py."""
+    """One full fine-tune update a batch: GRPO (Dr.GRPO unless --std-norm), each call baselined against
+    the same call of its siblings, failures at --negative-weight, token-mean, optional KL to the warm-up."""
     return {
         "steps": args.steps,
         "tasks_per_step": args.tasks_per_step,
@@ -48,7 +50,9 @@ def rl_config(args: argparse.Namespace) -> dict:
         "val_every": args.val_every or args.steps,
         "seed": args.seed,
         "balance_by": "op",
+        "advantage": dataclasses.asdict(advantage_config(args)),
         "trainer": {
+            "loss": {"kl_loss_coef": args.kl_coef},
             "lr": args.lr,
             "micro_batch_size": args.micro_batch,
             "mini_batch_size": None,
@@ -108,6 +112,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n", type=int, default=4, help="rollouts per task (GRPO group size)")
     p.add_argument("--val-every", type=int, default=0, help="0: before the first step and after the last")
     p.add_argument("--lr", type=float, default=2e-5)
+    add_advantage_flags(p, negative_weight=0.5)
     p.add_argument(
         "--micro-batch", type=int, default=4, help="sequences a forward/backward (8 of ~430 tokens: ~22 GB)"
     )

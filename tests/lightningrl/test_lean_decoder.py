@@ -67,3 +67,29 @@ def test_other_attention_implementations_decode_through_transformers(model_dir: 
     """Only SDPA attention takes the lean path (eager attention would need an additive mask)."""
     model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager")
     assert lean_decoder(model) is None
+
+
+def test_packed_layers_decode_as_the_plain_model_does(model_dir: Path) -> None:
+    """Packed for oneDNN, every linear layer of the served model is a PackedLinear; transformers'
+    forward and the lean step still agree bit for bit, and both stay within float noise of the
+    unpacked model (same greedy tokens, log-probs within 1e-4)."""
+    from lightningrl.serving.model import load_model
+    from lightningrl.serving.packed_linear import PackedLinear
+
+    plain = load_model(model_dir, device="cpu", version=0, packed=False).model
+    packed = load_model(model_dir, device="cpu", version=0).model
+    assert not any(isinstance(m, PackedLinear) for m in plain.modules())
+    linears = [m for m in packed.modules() if isinstance(m, torch.nn.Linear | PackedLinear)]
+    assert linears and all(isinstance(m, PackedLinear) for m in linears)
+    lean = lean_decoder(packed)
+    assert lean is not None
+    prompt = torch.randint(4, 200, (3, 9), generator=torch.Generator().manual_seed(1))
+    positions = torch.arange(9).expand(3, -1)
+    with torch.inference_mode():
+        expected = torch.log_softmax(plain(input_ids=prompt).logits[:, -1], -1)
+        forward = torch.log_softmax(packed(input_ids=prompt, logits_to_keep=1).logits[:, -1], -1)
+        stepped = torch.log_softmax(lean(prompt, positions, None, GrowingCache()), -1)
+    assert torch.equal(forward, stepped)
+    assert not torch.equal(forward, expected)  # another kernel: it is not the plain path in disguise
+    assert (forward - expected).abs().max() < 1e-4
+    assert torch.equal(forward.argmax(-1), expected.argmax(-1))

@@ -74,6 +74,19 @@ def add_demo_flags(parser: argparse.ArgumentParser, defaults: DemoDefaults) -> N
     p.add_argument("--ppo-epochs", type=int, default=d.ppo_epochs)
     p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
     p.add_argument("--min-lr-ratio", type=float, default=0.3, help="cosine floor as a fraction of --lr")
+    add_advantage_flags(p, negative_weight=d.negative_weight)
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="same seed, same metrics: rollouts named by step and task, each call's sampling seeded",
+    )
+    p.add_argument("--trainer", choices=["local", "ray"], default="local", help="trainer backend")
+    p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
+
+
+def add_advantage_flags(parser: argparse.ArgumentParser, negative_weight: float = 0.5) -> None:
+    """The GRPO advantage and KL flags (`advantage_config` reads them)."""
+    p = parser
     p.add_argument(
         "--std-norm",
         action="store_true",
@@ -88,17 +101,20 @@ def add_demo_flags(parser: argparse.ArgumentParser, defaults: DemoDefaults) -> N
     p.add_argument(
         "--negative-weight",
         type=float,
-        default=d.negative_weight,
+        default=negative_weight,
         help="scale of negative advantages (examples/calc/README: an early collapse)",
     )
     p.add_argument("--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)")
-    p.add_argument(
-        "--deterministic",
-        action="store_true",
-        help="same seed, same metrics: rollouts named by step and task, each call's sampling seeded",
+
+
+def advantage_config(args: argparse.Namespace) -> AdvantageConfig:
+    """The AdvantageConfig of `add_advantage_flags`' flags."""
+    return AdvantageConfig(
+        estimator="grpo",
+        norm_by_std=args.std_norm,
+        negative_weight=args.negative_weight,
+        baseline=args.baseline,
     )
-    p.add_argument("--trainer", choices=["local", "ray"], default="local", help="trainer backend")
-    p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
 
 
 def demo_argument_parser(description: str | None, defaults: DemoDefaults) -> argparse.ArgumentParser:
@@ -119,12 +135,7 @@ def demo_rl_config(args: argparse.Namespace, **fields: Any) -> LightningRLConfig
         val_every=args.val_every,
         seed=args.seed,
         deterministic=args.deterministic,
-        advantage=AdvantageConfig(
-            estimator="grpo",
-            norm_by_std=args.std_norm,
-            negative_weight=args.negative_weight,
-            baseline=args.baseline,
-        ),
+        advantage=advantage_config(args),
         trainer=TrainerConfig(
             lr=args.lr,
             micro_batch_size=64,

@@ -3,7 +3,8 @@
 On the tiny models we serve on CPU a decode step is mostly Python: transformers' forward wraps each
 call in output capturing, config defaults, mask preparation, a fresh ModuleList slice and model
 output objects, which together cost more than the arithmetic. This runs the same modules' weights
-through the same operations in the same order (so the logits are bit-identical), for the
+through the same operations in the same order, calling the same linear layers (so the logits are
+bit-identical, packed layers or not: `packed_linear`), for the
 architectures whose layers are known to be plain: Qwen2 and Llama with SDPA attention, full
 attention in every layer, default rotary embeddings and a SiLU MLP. Anything else gets None and
 decodes through transformers.
@@ -78,19 +79,18 @@ class LeanDecoder:
             attn = layer.self_attn
             residual = hidden
             hidden = layer.input_layernorm.forward(hidden)
-            query = F.linear(hidden, attn.q_proj.weight, attn.q_proj.bias).view(shape).transpose(1, 2)
-            key = F.linear(hidden, attn.k_proj.weight, attn.k_proj.bias).view(shape).transpose(1, 2)
-            value = F.linear(hidden, attn.v_proj.weight, attn.v_proj.bias).view(shape).transpose(1, 2)
+            query = attn.q_proj.forward(hidden).view(shape).transpose(1, 2)
+            key = attn.k_proj.forward(hidden).view(shape).transpose(1, 2)
+            value = attn.v_proj.forward(hidden).view(shape).transpose(1, 2)
             query, key = self.apply_rotary(query, key, cos, sin)
             key, value = cache.update(key, value, index)
             out, _ = sdpa_attention_forward(attn, query, key, value, mask, dropout=0.0, scaling=attn.scaling)
             out = out.reshape(*input_ids.shape, -1).contiguous()
-            hidden = residual + F.linear(out, attn.o_proj.weight, attn.o_proj.bias)
+            hidden = residual + attn.o_proj.forward(out)
             residual = hidden
             hidden = layer.post_attention_layernorm.forward(hidden)
             mlp = layer.mlp
-            gate = F.silu(F.linear(hidden, mlp.gate_proj.weight, mlp.gate_proj.bias))
-            up = F.linear(hidden, mlp.up_proj.weight, mlp.up_proj.bias)
-            hidden = residual + F.linear(gate * up, mlp.down_proj.weight, mlp.down_proj.bias)
+            gate = F.silu(mlp.gate_proj.forward(hidden))
+            hidden = residual + mlp.down_proj.forward(gate * mlp.up_proj.forward(hidden))
         hidden = self.norm.forward(hidden[:, -1:, :])
-        return F.linear(hidden, self.head.weight, self.head.bias)[:, -1, :]
+        return self.head.forward(hidden)[:, -1, :]

@@ -11,6 +11,7 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from lightningrl.models.adapter import load_causal_lm
 from lightningrl.quiet import quiet_third_party
+from lightningrl.serving.packed_linear import pack_linears, packing_available
 from lightningrl.serving.tool_prompt import renders_tools
 
 
@@ -76,8 +77,9 @@ class LoadedModel:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
 
-def load_model(checkpoint: str | Path, *, device: str, version: int) -> LoadedModel:
-    """Load a Hugging Face causal LM directory (or a LoRA adapter directory) onto `device` in its saved dtype."""
+def load_model(checkpoint: str | Path, *, device: str, version: int, packed: bool = True) -> LoadedModel:
+    """Load a Hugging Face causal LM directory (or a LoRA adapter directory) onto `device` in its saved
+    dtype; `packed`: its linear layers packed for oneDNN where that is available (`packed_linear`)."""
     path = Path(checkpoint)
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint directory does not exist: {str(path)!r}")
@@ -85,4 +87,6 @@ def load_model(checkpoint: str | Path, *, device: str, version: int) -> LoadedMo
         tokenizer = AutoTokenizer.from_pretrained(path)
         # A LoRA adapter directory (lightningrl.models.adapter) loads as its base with the adapter merged in.
         model = load_causal_lm(path, dtype="auto").to(device).eval()
+    if packed and packing_available(model, device):
+        pack_linears(model)
     return LoadedModel(checkpoint=path, version=version, model=model, tokenizer=tokenizer, device=device)

@@ -95,6 +95,7 @@ class ServingOptions(TypedDict, total=False):
     served_model_name: str | None
     cpu_threads: int | None
     prefix_cache: bool
+    packed_weights: bool
 
 
 class InferenceService:
@@ -110,12 +111,16 @@ class InferenceService:
         served_model_name: str | None = None,
         cpu_threads: int | None = None,
         prefix_cache: bool = True,
+        packed_weights: bool = True,
     ) -> None:
-        """Load the checkpoint (the batcher starts with `start`); `prefix_cache`: `Engine`'s."""
+        """Load the checkpoint (the batcher starts with `start`); `prefix_cache`: `Engine`'s;
+        `packed_weights`: `load_model`'s `packed`."""
         self.device = resolve_device(device)
+        self.packed_weights = packed_weights
         self.model_name = served_model_name or str(checkpoint_dir)
         self.engine = Engine(
-            load_model(checkpoint_dir, device=self.device, version=0), prefix_cache=prefix_cache
+            load_model(checkpoint_dir, device=self.device, version=0, packed=packed_weights),
+            prefix_cache=prefix_cache,
         )
         self.batcher = Batcher(
             self.engine,
@@ -140,7 +145,10 @@ class InferenceService:
         with self._reload_lock:
             current = self.engine.model
             loaded = load_model(
-                checkpoint_dir or current.checkpoint, device=self.device, version=current.version + 1
+                checkpoint_dir or current.checkpoint,
+                device=self.device,
+                version=current.version + 1,
+                packed=self.packed_weights,
             )
             self.engine.model = loaded
             self.reloads += 1
