@@ -1,6 +1,6 @@
 """A bare-torch GRPO loop on SmolLM2-135M-Instruct against `fit` on the same task: the framework's cost.
 
-    .venv/bin/python bench/bare_grpo.py [--steps 10] [--runs 3] [--only bare,fit,sft,apo]
+    .venv/bin/python bench/bare_grpo.py [--steps 10] [--runs 3] [--only bare,fit,fit-bf16,sft,apo]
 
 The task is bench/real_model.py's two-digit sums ("What is a plus b? Answer with the number."; reward 1
 when the reply holds the sum). Both sides: 4 prompts x 8 samples a step at temperature 1, 24 new tokens,
@@ -8,6 +8,9 @@ one full fine-tune update a batch (AdamW, lr 1e-5), GRPO advantages (reward minu
 the group's std), token-mean loss; held-out success is greedy on the same 64 unseen sums, before and
 after. **bare**: HF `generate` and one forward/backward in this process, ~60 lines. **fit**: the same
 settings through `fit` (store server, proxy, our inference server, 2 runner processes, verl's actor).
+**fit-bf16**: `fit` with the actor's parameters in bf16 (`trainer.param_dtype="bf16"`; fp32 master
+weights and checkpoints, so the server still samples in fp32): whether the faster bf16 update learns
+despite the train-inference mismatch it brings on the CPU.
 **sft**: `fit(..., algorithm="sft")` on the same rollouts (4 x 8 a step), trained on the successful
 ones only (NLL on their response tokens, same actor and lr): SFT against RL at the same number of
 rollouts.
@@ -120,7 +123,14 @@ def bare_run(seed: int, steps: int, train: list[dict], heldout: list[dict]) -> d
     return {"before": before, "after": success(model.eval(), tokenizer, heldout), "wall": wall}
 
 
-def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict], algorithm: str = "rl") -> dict:
+def fit_run(
+    seed: int,
+    steps: int,
+    train: list[dict],
+    heldout: list[dict],
+    algorithm: str = "rl",
+    dtype: str | None = None,
+) -> dict:
     from lightningrl import fit
 
     # SFT's update is NLL only for one optimiser step on a batch scored by its own weights.
@@ -145,7 +155,7 @@ def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict], algor
                 "rollouts_per_task": SAMPLES,
                 "val_every": steps,
                 "seed": seed,
-                "trainer": {"lr": LR, "micro_batch_size": 8, "ppo_epochs": 1},
+                "trainer": {"lr": LR, "micro_batch_size": 8, "ppo_epochs": 1, "param_dtype": dtype},
                 "show_progress": False,
             },  # fmt: skip
             sampling_by_mode={"val": {"temperature": 0.0}},
@@ -162,6 +172,7 @@ def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict], algor
         with open(Path(out) / "metrics.csv", newline="") as file:
             rows = list(csv.DictReader(file))
     held = [(int(r["step"]), float(r["val/success"])) for r in rows if r.get("val/success")]
+    mismatch = [float(r["tokens/mismatch_abs_mean"]) for r in rows if r.get("tokens/mismatch_abs_mean")]
     if algorithm == "apo":
         best = result.apo.best.version.resource.template if result.apo is not None else None
         return {"before": held[0][1], "after": held[-1][1], "wall": whole, "prompt": best}
@@ -169,7 +180,7 @@ def fit_run(seed: int, steps: int, train: list[dict], heldout: list[dict], algor
     wall = sum(
         float(r["step_seconds"]) - float(r.get("val/seconds") or 0.0) for r in rows if int(r["step"]) > 0
     )
-    return {"before": held[0][1], "after": held[-1][1], "wall": wall}
+    return {"before": held[0][1], "after": held[-1][1], "wall": wall, "mismatch": statistics.median(mismatch)}
 
 
 def cell(values: list[float], digits: int) -> str:
@@ -189,10 +200,13 @@ def main() -> None:
             if side == "bare":
                 run = bare_run(seed, args.steps, train, heldout)
             else:
-                run = fit_run(seed, args.steps, train, heldout, algorithm="rl" if side == "fit" else side)
+                algorithm = "rl" if side.startswith("fit") else side
+                dtype = "bf16" if side == "fit-bf16" else None
+                run = fit_run(seed, args.steps, train, heldout, algorithm=algorithm, dtype=dtype)
             print(
                 f"{side} seed {seed}: {run['before']:.2f} -> {run['after']:.2f} in {run['wall']:.0f} s"
-                + (f"; best prompt {run['prompt']!r}" if run.get("prompt") is not None else ""),
+                + (f"; best prompt {run['prompt']!r}" if run.get("prompt") is not None else "")
+                + (f"; mismatch |dlogp| {run['mismatch']:.1e}" if run.get("mismatch") is not None else ""),
                 flush=True,
             )
             results.setdefault(side, []).append(run)
