@@ -74,7 +74,7 @@ def add_demo_flags(parser: argparse.ArgumentParser, defaults: DemoDefaults) -> N
     p.add_argument("--ppo-epochs", type=int, default=d.ppo_epochs)
     p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
     p.add_argument("--min-lr-ratio", type=float, default=0.3, help="cosine floor as a fraction of --lr")
-    add_advantage_flags(p, negative_weight=d.negative_weight)
+    add_advantage_flags(p, dataclasses.replace(DEMO_ADVANTAGE, negative_weight=d.negative_weight))
     p.add_argument(
         "--deterministic",
         action="store_true",
@@ -84,24 +84,30 @@ def add_demo_flags(parser: argparse.ArgumentParser, defaults: DemoDefaults) -> N
     p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
 
 
-def add_advantage_flags(parser: argparse.ArgumentParser, negative_weight: float = 0.5) -> None:
-    """The GRPO advantage and KL flags (`advantage_config` reads them)."""
+DEMO_ADVANTAGE = AdvantageConfig(norm_by_std=False, baseline="group_and_call", negative_weight=0.5)
+"""The toy demos' GRPO: Dr.GRPO (no division by the group's std), each call against the same call of
+its siblings, failures at half weight."""
+
+
+def add_advantage_flags(parser: argparse.ArgumentParser, defaults: AdvantageConfig = DEMO_ADVANTAGE) -> None:
+    """The GRPO advantage and KL flags (`advantage_config` reads them), defaulting to `defaults`."""
     p = parser
     p.add_argument(
         "--std-norm",
-        action="store_true",
-        help="GRPO's std normalisation (default: Dr.GRPO, no division by the group's std)",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.norm_by_std,
+        help="GRPO's std normalisation (--no-std-norm: Dr.GRPO, no division by the group's std)",
     )
     p.add_argument(
         "--baseline",
         choices=["group_and_call", "group"],
-        default="group_and_call",
+        default=defaults.baseline,
         help="GRPO baseline: the same call of sibling rollouts, or every call of the task's rollouts",
     )
     p.add_argument(
         "--negative-weight",
         type=float,
-        default=negative_weight,
+        default=defaults.negative_weight,
         help="scale of negative advantages (examples/calc/README: an early collapse)",
     )
     p.add_argument("--kl-coef", type=float, default=0.0, help="verl KL loss to the warmed-up model (0: off)")
