@@ -93,3 +93,22 @@ def test_packed_layers_decode_as_the_plain_model_does(model_dir: Path) -> None:
     assert not torch.equal(forward, expected)  # another kernel: it is not the plain path in disguise
     assert (forward - expected).abs().max() < 1e-4
     assert torch.equal(forward.argmax(-1), expected.argmax(-1))
+
+
+def test_the_server_packs_unless_told_not_to_and_a_reload_keeps_the_choice(model_dir: Path) -> None:
+    """`InferenceService(packed_weights=...)` (serve-model --no-packed-weights) decides for every model
+    it loads, the reloaded ones too."""
+    from lightningrl.serving.packed_linear import PackedLinear
+    from lightningrl.serving.service import InferenceService
+
+    def packed(service: InferenceService) -> bool:
+        return any(isinstance(m, PackedLinear) for m in service.model.model.modules())
+
+    on, off = (
+        InferenceService(model_dir, device="cpu"),
+        InferenceService(model_dir, device="cpu", packed_weights=False),
+    )
+    assert packed(on) and not packed(off)
+    on.reload(), off.reload()
+    assert on.model.version == off.model.version == 1
+    assert packed(on) and not packed(off)
