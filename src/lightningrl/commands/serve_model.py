@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="packed_weights",
         action="store_false",
         help="ours: plain torch matmuls on the CPU (default: float32 linear layers packed for oneDNN, "
-        "about twice as fast a decode step; log-probs differ in the last bits)",
+        "a decode step ~1.5x as fast; log-probs differ in the last bits)",
     )
     parser.add_argument(
         "--engine",
