@@ -191,7 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="bare,fit,sft", help="of bare,fit,sft,apo")
+    parser.add_argument("--only", default="bare,fit,sft", help="of bare,fit,fit-bf16,sft,apo")
     args = parser.parse_args()
     results: dict[str, list[dict]] = {}
     for seed in range(args.runs):

@@ -19,6 +19,10 @@ from lightningrl.rl.advantages import AdvantageConfig
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.loss import PolicyLossConfig
 
+DEMO_ADVANTAGE = AdvantageConfig(norm_by_std=False, baseline="group_and_call", negative_weight=0.5)
+"""The toy demos' GRPO: Dr.GRPO (no division by the group's std), each call against the same call of
+its siblings, failures at half weight."""
+
 
 @dataclass(frozen=True)
 class DemoDefaults:
@@ -39,7 +43,7 @@ class DemoDefaults:
     warmup_max_steps: int = 900
     mini_batch: int = 24
     ppo_epochs: int = 4
-    negative_weight: float = 0.5
+    negative_weight: float = DEMO_ADVANTAGE.negative_weight
 
 
 def add_demo_flags(parser: argparse.ArgumentParser, defaults: DemoDefaults) -> None:
@@ -82,11 +86,6 @@ def add_demo_flags(parser: argparse.ArgumentParser, defaults: DemoDefaults) -> N
     )
     p.add_argument("--trainer", choices=["local", "ray"], default="local", help="trainer backend")
     p.add_argument("--trainer-workers", type=int, default=1, help="actor ranks of the ray trainer")
-
-
-DEMO_ADVANTAGE = AdvantageConfig(norm_by_std=False, baseline="group_and_call", negative_weight=0.5)
-"""The toy demos' GRPO: Dr.GRPO (no division by the group's std), each call against the same call of
-its siblings, failures at half weight."""
 
 
 def add_advantage_flags(parser: argparse.ArgumentParser, defaults: AdvantageConfig = DEMO_ADVANTAGE) -> None:
