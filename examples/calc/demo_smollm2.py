@@ -32,9 +32,14 @@ from rich.console import Console  # noqa: E402
 from tasks import CalcTask, tool_demonstrations, two_digit_split  # noqa: E402
 
 from lightningrl import cached_model, fit  # noqa: E402
-from lightningrl.demos.flags import add_advantage_flags, advantage_config, fresh_run_dir, report_heldout  # noqa: E402
+from lightningrl.demos.flags import (  # noqa: E402
+    DEMO_ADVANTAGE,
+    add_advantage_flags,
+    advantage_config,
+    fresh_run_dir,
+    report_heldout,
+)
 from lightningrl.demos.warmup import WarmupConfig, supervised_warmup  # noqa: E402
-from lightningrl.rl.advantages import AdvantageConfig  # noqa: E402
 
 
 def as_rows(tasks: list[CalcTask]) -> list[dict]:
@@ -42,9 +47,10 @@ def as_rows(tasks: list[CalcTask]) -> list[dict]:
 
 
 def rl_config(args: argparse.Namespace) -> dict:
-    """One full fine-tune update a batch, token-mean: GRPO as the README's row measured it by default
-    (std-normalised, the task's group as baseline, failures at full weight: `AdvantageConfig()`), the
-    advantage and KL flags to try others (e.g. --no-std-norm --baseline group_and_call --negative-weight 0.5)."""
+    """One full fine-tune update a batch, token-mean, with the toy demos' GRPO by default (Dr.GRPO, each
+    call against its siblings' same call, failures at half weight: `DEMO_ADVANTAGE`); the advantage and KL
+    flags try others (`--std-norm --baseline group --negative-weight 1` is the 2026-12-04 setting that
+    collapsed seeds 1 and 2)."""
     return {
         "steps": args.steps,
         "tasks_per_step": args.tasks_per_step,
@@ -114,7 +120,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n", type=int, default=4, help="rollouts per task (GRPO group size)")
     p.add_argument("--val-every", type=int, default=0, help="0: before the first step and after the last")
     p.add_argument("--lr", type=float, default=2e-5)
-    add_advantage_flags(p, AdvantageConfig())
+    add_advantage_flags(p, DEMO_ADVANTAGE)
     p.add_argument(
         "--micro-batch", type=int, default=4, help="sequences a forward/backward (8 of ~430 tokens: ~22 GB)"
     )
