@@ -1,6 +1,7 @@
 """The calculator agent in its natural form on a real pretrained model, SmolLM2-135M-Instruct, on CPU.
 
-    .venv/bin/python examples/calc/demo_smollm2.py --seed 0
+    .venv/bin/python examples/calc/demo_smollm2.py --seed 0                       # plain openai client
+    .venv/bin/python examples/calc/demo_smollm2.py --seed 0 --framework autogen   # AutoGen AgentChat
 
 The agent (`agent.calc_tools_agent`, a plain openai client) offers add, sub and mul as OpenAI
 functions (`tools=`), runs the model's tool call, sends its result back as a `tool` message and takes
@@ -8,7 +9,12 @@ the reply's last number as the answer; no thought before the call. Our inference
 tools into SmolLM2's ChatML prompt and parses its `<tool_call>` blocks back into `tool_calls`
 (docs/serving.md). The instruct model never calls a tool on its own (held-out 0.00), so a short
 supervised warm-up first teaches the call format with the tool picked at random: it carries no
-information about which tool an operation needs, which RL then has to learn. Held-out: the same 120
+information about which tool an operation needs, which RL then has to learn.
+
+`--framework autogen` trains an AutoGen `AssistantAgent` instead, with AutoGen's defaults
+(`examples/calc_autogen/agent.calc_autogen_default_agent`): add, sub and mul as Python functions
+that AutoGen turns into OpenAI tools, one model call, and the tool's result as the answer (no
+reflection); its warm-up demonstrates that call with AutoGen's own tool schemas. Held-out: the same 120
 unseen tasks for every seed (40 per operation), greedy. Last line:
 `held-out success: before X after Y (seed S, N RL steps, W s wall)`, before = after the warm-up;
 `--warmup-steps 0` measures the instruct model itself.
@@ -21,7 +27,9 @@ import dataclasses
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,6 +48,22 @@ from lightningrl.demos.flags import (  # noqa: E402
     report_heldout,
 )
 from lightningrl.demos.warmup import WarmupConfig, supervised_warmup  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def framework_agent(framework: str) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The agent, and how its warm-up demonstrates a call: (agent, tool_demonstrations' keywords)."""
+    if framework == "openai":
+        return calc_tools_agent, {}
+    sys.path.insert(0, str(ROOT))  # runner processes import it as examples.calc_autogen.agent
+    from examples.calc_autogen.agent import DEFAULT_SYSTEM, calc_autogen_default_agent, openai_tools
+
+    return calc_autogen_default_agent, {
+        "system": DEFAULT_SYSTEM,
+        "tools": openai_tools("python"),
+        "answers": False,
+    }
 
 
 def as_rows(tasks: list[CalcTask]) -> list[dict]:
@@ -74,7 +98,10 @@ def main(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     out = fresh_run_dir(args.output, f"seed{args.seed}")
     train, heldout = two_digit_split(args.seed, args.heldout_per_op)
-    console.rule(f"[bold]LightningRL on SmolLM2-135M-Instruct: calculator agent with tools, seed {args.seed}")
+    agent, demo_form = framework_agent(args.framework)
+    console.rule(
+        f"[bold]LightningRL on SmolLM2-135M-Instruct: calculator agent with tools ({args.framework}), seed {args.seed}"
+    )
     model = cached_model("smollm2")
     if args.warmup_steps:
         model, losses = supervised_warmup(
@@ -84,6 +111,7 @@ def main(args: argparse.Namespace) -> None:
                 args.seed,
                 args.warmup_steps * args.warmup_batch,
                 random_tool=args.warmup_demos == "random",
+                **demo_form,
             ),
             out / "model-warmup",
             WarmupConfig(
@@ -96,7 +124,7 @@ def main(args: argparse.Namespace) -> None:
             f"{time.perf_counter() - started:.0f} s)"
         )
     result = fit(
-        calc_tools_agent,
+        agent,
         as_rows(train[: args.train_tasks]),
         as_rows(heldout),
         model=model,
@@ -114,6 +142,12 @@ def main(args: argparse.Namespace) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--framework",
+        choices=["openai", "autogen"],
+        default="openai",
+        help="the agent: plain openai or AutoGen",
+    )
     p.add_argument("--output", default="runs/calc-smollm2")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--tasks-per-step", type=int, default=4)

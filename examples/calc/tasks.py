@@ -161,28 +161,41 @@ def function_result(name: str, arguments: str) -> str:
 
 
 def tool_demonstrations(
-    tasks: list[CalcTask], seed: int, count: int, random_tool: bool = False
+    tasks: list[CalcTask],
+    seed: int,
+    count: int,
+    random_tool: bool = False,
+    *,
+    system: str = TOOL_SYSTEM,
+    tools: list[dict] = TOOL_SCHEMAS,
+    answers: bool = True,
 ) -> list[tuple]:
-    """Warm-up data for the real model: the tool-call format and copying the result; the tool the
-    operation needs, or with `random_tool` one picked AT RANDOM (the format only)."""
+    """Warm-up data for the real model: the tool-call format and, with `answers`, copying the result;
+    the tool the operation needs, or with `random_tool` one picked AT RANDOM (the format only).
+
+    `system` and `tools` are what the agent sends with its first call (an AutoGen agent's own
+    converted FunctionTools, say); without `answers` only first calls are demonstrated (an agent that
+    returns the tool's result makes no second call)."""
     from lightningrl.serving.tool_prompt import tool_call_block  # transformers: not for the agent's import
 
     rng = random.Random(seed)
     out: list[tuple] = []
-    for _ in range(count // 2):
+    for _ in range(count // 2 if answers else count):
         task = rng.choice(tasks)
         name = rng.choice(list(TOOLS)) if random_tool else OPS[task.op]
         arguments = json.dumps({"a": task.a, "b": task.b})
         call = {"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}
-        first = tool_messages(task.question, TOOL_SYSTEM)
+        first = tool_messages(task.question, system)
         # the text the model writes for this call: the server renders it back the same way
         block = tool_call_block({"name": name, "arguments": json.loads(arguments)})
-        out.append((first, block, TOOL_SCHEMAS))
+        out.append((first, block, tools))
+        if not answers:
+            continue
         result = function_result(name, arguments)
         second = [
             *first,
             {"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "call_0", "content": result},
         ]
-        out.append((second, result, TOOL_SCHEMAS))
+        out.append((second, result, tools))
     return out

@@ -8,6 +8,10 @@ for the final answer. Two variants of the same tools:
 - `calc_autogen_mcp_agent`: the same functions served over MCP (`mcp_server.py`, stdio) through an
   `McpWorkbench`, one server per runner process shared by its rollouts.
 
+`calc_autogen_default_agent` is the form for a real model (examples/calc/demo_smollm2.py
+`--framework autogen`): AutoGen's defaults, no reflection — one model call picks the tool and its
+arguments, AutoGen runs it and the tool's result is the agent's answer.
+
 Like examples/calc it imports nothing from LightningRL but `emit_reward`: it gets its model's
 base_url and key, returns 1.0 when the final answer is right, and judges its own answer call
 (did it restate the tool's result?) so a faithful answer is not blamed for a wrong tool.
@@ -16,6 +20,7 @@ base_url and key, returns 1.0 when the final answer is right, and judges its own
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import weakref
 from pathlib import Path
@@ -36,6 +41,8 @@ if str(HERE) not in sys.path:  # tools.py beside this file, however the module w
 from tools import add, mul, sub  # noqa: E402
 
 SYSTEM = "Name the operation and its tool, call the tool, then reply with its result."
+DEFAULT_SYSTEM = "You are a calculator assistant. Call a tool to compute the answer."
+"""The system message of `calc_autogen_default_agent`."""
 MAX_TOKENS = 40
 """A tool call is ~30 tokens in the word tokenizer; the answer ends after 2-3."""
 ANSWER_CALL = 1
@@ -96,12 +103,31 @@ def model_client(llm: Any) -> OpenAIChatCompletionClient:
     )
 
 
-async def solve(llm: Any, question: str, *, mcp: bool = False) -> tuple[str | None, str | None, str]:
+def openai_tools(kind: str) -> list[dict[str, Any]]:
+    """The `tools` AutoGen sends with the agent's first call, converted exactly as its client does."""
+    from autogen_core.tools import FunctionTool
+    from autogen_ext.models.openai._openai_client import convert_tools
+
+    if kind == "python":  # AssistantAgent wraps a function with its docstring as the description
+        schemas: list[Any] = [FunctionTool(f, description=f.__doc__ or "") for f in (add, sub, mul)]
+    else:
+
+        async def listed() -> list[Any]:
+            async with McpWorkbench(mcp_server_params()) as workbench:
+                return list(await workbench.list_tools())
+
+        schemas = asyncio.run(listed())
+    return [dict(tool) for tool in convert_tools(schemas)]
+
+
+async def solve(
+    llm: Any, question: str, *, mcp: bool = False, system: str = SYSTEM, reflect: bool = True
+) -> tuple[str | None, str | None, str]:
     """Run the AssistantAgent once: (tool called, its result, final answer); None when no tool ran."""
     client = model_client(llm)
     tools: dict[str, Any] = {"workbench": await shared_workbench()} if mcp else {"tools": [add, sub, mul]}
     assistant = AssistantAgent(
-        "calculator", model_client=client, system_message=SYSTEM, reflect_on_tool_use=True, **tools
+        "calculator", model_client=client, system_message=system, reflect_on_tool_use=reflect, **tools
     )
     result = await assistant.run(task=question)
     tool = output = None
@@ -128,3 +154,11 @@ async def calc_autogen_agent(task: dict[str, Any], resources: Any) -> float:
 
 async def calc_autogen_mcp_agent(task: dict[str, Any], resources: Any) -> float:
     return await _reward(task, resources, mcp=True)
+
+
+async def calc_autogen_default_agent(task: dict[str, Any], resources: Any) -> float:
+    """Reward 1.0 when the answer (the tool's result, or the model's text when it called none) ends
+    in the right number."""
+    _, _, answer = await solve(resources.llm, task["question"], system=DEFAULT_SYSTEM, reflect=False)
+    numbers = re.findall(r"-?\d+", answer)
+    return 1.0 if numbers and numbers[-1] == str(task["answer"]) else 0.0

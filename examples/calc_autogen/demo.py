@@ -12,14 +12,12 @@ processes executing the agent (`agent.py`), and trains here with verl's actor up
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,10 +30,9 @@ from examples.calc_autogen.agent import (  # noqa: E402
     SYSTEM,
     calc_autogen_agent,
     calc_autogen_mcp_agent,
-    mcp_server_params,
+    openai_tools,
 )
 from examples.calc_autogen.tasks import CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
-from examples.calc_autogen.tools import add, mul, sub  # noqa: E402
 from lightningrl import fit  # noqa: E402
 from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
@@ -46,24 +43,6 @@ from lightningrl.demos.flags import (  # noqa: E402
 )
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.demos.two_phase import add_two_phase_flags, two_phase_warmup  # noqa: E402
-
-
-def openai_tools(kind: str) -> list[dict[str, Any]]:
-    """The `tools` AutoGen sends with the agent's first call, converted exactly as its client does."""
-    from autogen_core.tools import FunctionTool
-    from autogen_ext.models.openai._openai_client import convert_tools
-    from autogen_ext.tools.mcp import McpWorkbench
-
-    if kind == "python":  # AssistantAgent wraps a function with its docstring as the description
-        schemas: list[Any] = [FunctionTool(f, description=f.__doc__ or "") for f in (add, sub, mul)]
-    else:
-
-        async def listed() -> list[Any]:
-            async with McpWorkbench(mcp_server_params()) as workbench:
-                return list(await workbench.list_tools())
-
-        schemas = asyncio.run(listed())
-    return [dict(tool) for tool in convert_tools(schemas)]
 
 
 def as_rows(tasks: list[CalcTask]) -> list[dict]:

@@ -29,9 +29,10 @@ from examples.calc_autogen.agent import (  # noqa: E402
     SYSTEM,
     calc_autogen_agent,
     calc_autogen_mcp_agent,
+    openai_tools,
     shared_workbench,
 )
-from examples.calc_autogen.demo import as_rows, openai_tools  # noqa: E402
+from examples.calc_autogen.demo import as_rows  # noqa: E402
 from examples.calc_autogen.tasks import demonstrations, question_messages, split_tasks, vocabulary  # noqa: E402
 
 CONFIG = {
