@@ -73,6 +73,9 @@ def request_attributes(
         semconv.LLM_REQUEST_TOOLS: _json(list(request["tools"]))
         if kind == "chat" and request.get("tools")
         else None,
+        semconv.LLM_REQUEST_TOOL_CHOICE: _json(request["tool_choice"])
+        if kind == "chat" and request.get("tool_choice") not in (None, "auto")
+        else None,
     }
     for key, attribute in AGENT_SAMPLING_KEYS.items():
         asked = _number((agent or {}).get(key))

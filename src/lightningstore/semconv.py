@@ -34,6 +34,7 @@ LLM_AGENT_TOP_P = "lightningrl.llm.agent_request.top_p"
 
 LLM_REQUEST_MESSAGES = "lightningrl.llm.request_messages"  # JSON string of the request messages/prompt
 LLM_REQUEST_TOOLS = "lightningrl.llm.request_tools"  # JSON string of the request's `tools`, when it had any
+LLM_REQUEST_TOOL_CHOICE = "lightningrl.llm.request_tool_choice"  # JSON string of a `tool_choice` but "auto"
 LLM_RESPONSE_TEXT = "lightningrl.llm.response_text"  # choice 0's text
 LLM_PROMPT_TOKEN_IDS = "lightningrl.llm.prompt_token_ids"  # list[int], exactly what the model saw
 LLM_RESPONSE_TOKEN_IDS = "lightningrl.llm.response_token_ids"  # list[int], choice 0, exactly generated

@@ -85,8 +85,35 @@ async def test_our_server_renders_tools_and_refuses_what_it_cannot_do(ours: Live
         assert plain["prompt_token_ids"] == tokenizer.apply_chat_template(
             TOOL_QUESTION, add_generation_prompt=True, return_dict=False
         )
-        refused = await client.post("/chat/completions", json={**body, "tool_choice": "required"})
-        assert refused.status_code == 400 and "tool_choice" in refused.json()["error"]["message"]
+        for choice, reason in (
+            ("any", "tool_choice 'any' is not one of"),
+            ({"type": "function", "function": {"name": "mul"}}, "function 'mul', which is not in `tools`"),
+            ({"type": "function", "name": "add"}, 'is not {"type": "function"'),
+        ):
+            refused = await client.post("/chat/completions", json={**body, "tool_choice": choice})
+            assert refused.status_code == 400 and reason in refused.json()["error"]["message"], refused.text
+        toolless = {**body, "tools": None, "tool_choice": "required"}
+        refused = await client.post("/chat/completions", json=toolless)
+        assert refused.status_code == 400 and "needs `tools`" in refused.json()["error"]["message"]
+        # A forced call: the server writes its start (the tool's name too, when named) after the
+        # generation prompt; the model's text continues it, and the message holds both.
+        named = {"type": "function", "function": {"name": "add"}}
+        for choice, forced in (
+            ("required", '<tool_call>\n{"name": "'),
+            (named, '<tool_call>\n{"name": "add", "arguments": '),
+        ):
+            answer = (await client.post("/chat/completions", json={**body, "tool_choice": choice})).json()
+            text = tokenizer.apply_chat_template(
+                TOOL_QUESTION, tools=TOOLS, add_generation_prompt=True, tokenize=False
+            )
+            forced_ids = tokenizer.encode(text + forced, add_special_tokens=False)
+            assert answer["prompt_token_ids"] == forced_ids and len(forced_ids) > len(expected)
+            message = answer["choices"][0]["message"]
+            generated = tokenizer.decode(answer["choices"][0]["token_ids"], skip_special_tokens=True)
+            if message.get("tool_calls"):  # the random model closed the call validly
+                assert message["tool_calls"][0]["function"]["name"] == "add" or choice == "required"
+            else:
+                assert message["content"] == forced + generated
         streamed = await client.post("/chat/completions", json={**body, "stream": True})
         assert streamed.status_code == 400 and "streaming with tools" in streamed.json()["error"]["message"]
         bad_history = [

@@ -21,7 +21,7 @@ from typing import Any
 from lightningrl.counts import Counts
 from lightningrl.credit.calls import llm_calls
 from lightningrl.serving.tool_calls import template_messages
-from lightningrl.serving.tool_prompt import render_chat, renders_tools
+from lightningrl.serving.tool_prompt import forced_call_prefix, render_chat, renders_tools
 from lightningstore import semconv
 from lightningstore.span import Span
 
@@ -97,7 +97,9 @@ def rerendered_prompt(
             add_generation_prompt=True,
             template_renders_tools=template_renders_tools,
         )
-        return list(tokenizer.encode(text, add_special_tokens=False))
+        choice = _recorded_json(attributes.get(semconv.LLM_REQUEST_TOOL_CHOICE))
+        forced = forced_call_prefix(None if choice is _UNKNOWN else choice)
+        return list(tokenizer.encode(text + forced, add_special_tokens=False))
     except Exception:  # noqa: BLE001 - a Jinja template can raise anything on a message it does not expect
         return None
 

@@ -148,7 +148,9 @@ def create_app(checkpoint_dir: str | Path, **options: Unpack[ServingOptions]) ->
     async def chat_completions(request: ChatCompletionRequest) -> JSONResponse | StreamingResponse:
         """OpenAI chat completions (plus vLLM's return_token_ids)."""
         try:
-            encode = chat_encoder(request.messages, request.add_generation_prompt, request.tools)
+            encode = chat_encoder(
+                request.messages, request.add_generation_prompt, request.tools, request.forced_text()
+            )
         except ValueError as error:
             raise RequestError(str(error)) from error
         job, started = await service.submit(request, encode)
@@ -161,6 +163,7 @@ def create_app(checkpoint_dir: str | Path, **options: Unpack[ServingOptions]) ->
             logprobs=request.logprobs,
             return_token_ids=request.return_token_ids,
             parse_tool_calls=request.parses_tool_calls(),
+            forced=request.forced_text(),
         )
         return await _respond(request.stream, job, partial(chat_stream, request, job, started, header), body)
 

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lightningrl.serving.tool_prompt import forced_call_prefix
+
 _INT64 = 2**63 - 1
 MAX_STOP_STRINGS = 16
 
@@ -112,16 +114,39 @@ class ChatCompletionRequest(_Sampling):
 
     @model_validator(mode="after")
     def _check_chat(self) -> ChatCompletionRequest:
-        """`top_logprobs` needs `logprobs`; tools are rendered and parsed, but not forced or streamed."""
+        """`top_logprobs` needs `logprobs`; a forcing `tool_choice` needs the tools it forces; tools
+        are not streamed."""
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs requires logprobs to be true")
-        if self.tool_choice not in (None, "auto", "none"):
-            raise ValueError(
-                f"tool_choice {self.tool_choice!r} is not supported by this server (only 'auto' and 'none')"
-            )
+        self._check_tool_choice()
         if self.tools and self.stream:
             raise ValueError("streaming with tools is not supported by this server (send stream: false)")
         return self
+
+    def _check_tool_choice(self) -> None:
+        """ "auto", "none", "required" or `{"type": "function", "function": {"name": N}}` with N offered."""
+        choice = self.tool_choice
+        if choice in (None, "auto", "none"):
+            return
+        offered = [str((tool.get("function") or {}).get("name")) for tool in self.tools or ()]
+        if choice == "required":
+            if not offered:
+                raise ValueError("tool_choice 'required' needs `tools`: none were offered")
+            return
+        if isinstance(choice, str):
+            raise ValueError(f"tool_choice {choice!r} is not one of 'auto', 'none', 'required' or a function")
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if choice.get("type") != "function" or not isinstance(name, str):
+            raise ValueError(
+                f'tool_choice {choice!r} is not {{"type": "function", "function": {{"name": ...}}}}'
+            )
+        if name not in offered:
+            raise ValueError(f"tool_choice names the function {name!r}, which is not in `tools` ({offered})")
+
+    def forced_text(self) -> str:
+        """What the server writes for the model before it generates (`tool_prompt.forced_call_prefix`)."""
+        return forced_call_prefix(self.tool_choice)
 
     def parses_tool_calls(self) -> bool:
         """Whether the answer's `<tool_call>` blocks become `tool_calls` (tools given, choice not none)."""

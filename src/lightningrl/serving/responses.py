@@ -125,9 +125,12 @@ def chat_response(
     logprobs: bool,
     return_token_ids: bool,
     parse_tool_calls: bool = False,
+    forced: str = "",
 ) -> JSON:
     """A `chat.completion` body; with `parse_tool_calls` a choice's `<tool_call>` blocks become its
-    message's `tool_calls` (finish_reason "tool_calls"), its token ids unchanged."""
+    message's `tool_calls` (finish_reason "tool_calls"), its token ids unchanged. `forced`, the text
+    the server wrote before the model's (the prompt's end), counts as the start of each choice's
+    message: a forced call the model completed validly is a tool call, else the whole text is content."""
     body: JSON = {
         "id": header.id,
         "object": "chat.completion",
@@ -137,10 +140,10 @@ def chat_response(
         "usage": usage([prompt_ids], choices),
     }
     for choice in choices:
-        message: JSON = {"role": "assistant", "content": choice.text}
+        message: JSON = {"role": "assistant", "content": forced + choice.text}
         finish_reason = choice.finish_reason
         if parse_tool_calls:
-            content, calls = parse_calls(choice.text)
+            content, calls = parse_calls(forced + choice.text)
             if calls:
                 message = {"role": "assistant", "content": content, "tool_calls": calls}
                 finish_reason = "tool_calls"

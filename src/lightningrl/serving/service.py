@@ -46,8 +46,10 @@ def chat_encoder(
     messages: Sequence[ChatMessage],
     add_generation_prompt: bool,
     tools: Sequence[dict[str, Any]] | None = None,
+    forced: str = "",
 ) -> Encoder:
-    """Tokenize chat messages (and the tools offered) with a model's chat template.
+    """Tokenize chat messages (and the tools offered) with a model's chat template, then `forced`:
+    text the server writes for the model (the start of a call `tool_choice` forces).
 
     A template without a tool section gets the conversation rewritten as Qwen2.5 renders tools
     (`tool_prompt.hermes_conversation`) first; one that renders tools gets it as given.
@@ -64,7 +66,7 @@ def chat_encoder(
             add_generation_prompt=add_generation_prompt,
             template_renders_tools=model.template_renders_tools,
         )
-        return [model.tokenizer.encode(text, add_special_tokens=False)]
+        return [model.tokenizer.encode(text + forced, add_special_tokens=False)]
 
     return encode
 

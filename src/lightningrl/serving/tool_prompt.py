@@ -33,6 +33,10 @@ TOOLS_FOOTER = (
     '"arguments": <args-json-object>}\n</tool_call>'
 )
 
+CALL_START = '<tool_call>\n{"name": "'
+"""How every `tool_call_block` starts: the text a forced call (`tool_choice` "required") begins with."""
+
+
 _PROBE_TOOL = {
     "type": "function",
     "function": {"name": "lightningrl_probe", "description": "probe", "parameters": {"type": "object"}},
@@ -54,12 +58,23 @@ def tool_call_block(call: dict[str, Any]) -> str:
     """One `<tool_call>` block of a template-ready call (`arguments` already an object)."""
     function = call.get("function", call)
     return (
-        '<tool_call>\n{"name": "'
+        CALL_START
         + str(function["name"])
         + '", "arguments": '
         + _tojson(function.get("arguments", {}))
         + "}\n</tool_call>"
     )
+
+
+def forced_call_prefix(tool_choice: str | dict[str, Any] | None) -> str:
+    """The text the server writes for the model before it generates, for an OpenAI `tool_choice`:
+    none for "auto", "none" or no choice; the start of a call for "required" (the model names the
+    tool); the call up to its arguments for a named function (the model writes the arguments)."""
+    if tool_choice == "required":
+        return CALL_START
+    if isinstance(tool_choice, dict):
+        return CALL_START + str(tool_choice["function"]["name"]) + '", "arguments": '
+    return ""
 
 
 def renders_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
