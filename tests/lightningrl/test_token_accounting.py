@@ -143,6 +143,30 @@ def test_a_prompt_the_template_would_render_differently_is_counted(tokenizer) ->
     assert counts.prompt_checked == 6 and counts.prompt_drift == 3
 
 
+def test_a_forced_calls_start_is_part_of_the_rerendered_prompt(tokenizer) -> None:
+    """The server writes a forced call's start after the generation prompt (`tool_choice`); the span
+    records the choice, so a re-render from the request gives the same ids."""
+    messages = [{"role": "user", "content": "What is 1 plus 2?"}]
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    named = {"type": "function", "function": {"name": "add"}}
+    text = render_chat(tokenizer, messages, tools, add_generation_prompt=True)
+    answer = tokenizer.encode("3", add_special_tokens=False)
+    spans = []
+    for choice, forced in (
+        ("required", '<tool_call>\n{"name": "'),
+        (named, '<tool_call>\n{"name": "add", "arguments": '),
+    ):
+        ids = tokenizer.encode(text + forced, add_special_tokens=False)
+        recorded = call_span(messages, ids, answer, tools=tools)
+        recorded.attributes[semconv.LLM_REQUEST_TOOL_CHOICE] = json.dumps(choice)
+        unrecorded = call_span(messages, ids, answer, tools=tools)  # drift: the forced start is not known
+        spans += [recorded, unrecorded]
+    none = call_span(messages, rendered(tokenizer, messages, tools), answer, tools=tools)
+    none.attributes[semconv.LLM_REQUEST_TOOL_CHOICE] = json.dumps("none")
+    counts = retokenization_drift([*spans, none], tokenizer)
+    assert counts.prompt_checked == 5 and counts.prompt_drift == 2
+
+
 def test_prefix_continuity_counts_rollouts_whose_calls_merge(tokenizer, smollm2: Path) -> None:
     first_messages = [{"role": "user", "content": "Name a fruit."}]
     first_prompt = rendered(tokenizer, first_messages)

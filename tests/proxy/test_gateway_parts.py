@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -227,3 +228,17 @@ def test_fast_call_matching_agrees_with_the_routes() -> None:
     assert match_call("POST", base.replace("train", "bogus") + "/v1/chat/completions") is None
     assert match_call("POST", "/proxy/rollout//attempt/a/mode/train/v1/chat/completions") is None
     assert match_call("POST", base + "/v1/chat/completions/extra") is None
+
+
+def test_a_tool_choice_but_auto_is_on_the_span() -> None:
+    tools = [{"type": "function", "function": {"name": "add"}}]
+    named = {"type": "function", "function": {"name": "add"}}
+    for choice, recorded in (
+        (None, None),
+        ("auto", None),
+        ("required", '"required"'),
+        (named, json.dumps(named)),
+    ):
+        body = {**CHAT, "tools": tools, **({"tool_choice": choice} if choice else {})}
+        attributes = request_attributes("chat", body, "openai")
+        assert attributes.get(semconv.LLM_REQUEST_TOOL_CHOICE) == recorded
