@@ -1,31 +1,42 @@
-"""Quickstart: a LangChain agent (prompt -> ChatOpenAI -> parser, one tool) learns to use its tool."""
+"""Quickstart: a LangChain agent calls its calculator tools through SmolLM2-135M-Instruct; RL teaches it which."""
 
-from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
-from tiny_model import question, tasks, tiny_model
+from smollm2_start import call_format_model, tasks
 
 from lightningrl import fit, rollout
 
+SYSTEM = "You are a calculator assistant. Call a tool to compute the answer, then reply with just the number."
+
 
 @tool
-def mirror(word: str) -> str:
-    """The word reversed."""
-    return word[::-1]
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
 
 
 @rollout
 def agent(task: dict, llm) -> float:
-    chat = ChatOpenAI(base_url=llm.base_url, api_key=llm.api_key, model=llm.model, max_tokens=2)
-    chain = ChatPromptTemplate.from_messages([("user", "{q}")]) | chat | StrOutputParser()
-    use_tool = chain.invoke({"q": question(task["command"], task["word"])}).strip() == "yes"
-    answer = mirror.invoke(task["word"]) if use_tool else task["word"]
-    return float(answer == task["word"][::-1])
+    chat = ChatOpenAI(model=llm.model, base_url=llm.base_url, api_key=llm.api_key, max_tokens=40)
+    chat, messages = chat.bind_tools([add, multiply]), [SystemMessage(SYSTEM), HumanMessage(task["question"])]
+    reply = chat.invoke(messages)
+    for call in reply.tool_calls[:1]:  # run the tool it called, send its result back, take the answer
+        tool_ = {"add": add, "multiply": multiply}.get(call["name"])
+        result = tool_.invoke(call["args"]) if tool_ and set(call["args"]) == {"a", "b"} else "error"
+        reply = chat.invoke([*messages, reply, ToolMessage(str(result), tool_call_id=call["id"])])
+    return float(reply.content.strip() == str(task["answer"]))
 
 
 if __name__ == "__main__":
-    trainer = {"lr": 3e-3, "mini_batch_size": 16, "ppo_epochs": 4}
-    config = {"steps": 12, "tasks_per_step": 4, "val_every": 6, "trainer": trainer}
-    result = fit(agent, tasks("train"), tasks("heldout"), model=tiny_model(), config=config)
+    config = {"steps": 8, "tasks_per_step": 4, "rollouts_per_task": 4, "balance_by": "op", "trainer": {"lr": 2e-5},
+              "advantage": {"norm_by_std": False, "baseline": "group_and_call", "negative_weight": 0.5}}  # fmt: skip
+    result = fit(agent, tasks("train"), tasks("heldout"), model=call_format_model(SYSTEM, [add, multiply]),
+                 config=config, sampling_by_mode={"val": {"temperature": 0.0}})  # fmt: skip
     print(f"held-out success: before {result.held_out_before:.2f} after {result.held_out_after:.2f}")
