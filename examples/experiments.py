@@ -77,6 +77,14 @@ SMOLLM2_EXPERIMENTS = (
         "examples/calc/demo_smollm2.py",
         "seed{seed}",
     ),
+    Experiment(
+        "calc_autogen",
+        "calculator tools (function calling, AutoGen's defaults), 120 held-out",
+        "AutoGen AgentChat",
+        "examples/calc/demo_smollm2.py",
+        "seed{seed}",
+        ("--framework", "autogen"),
+    ),
 )
 EXPERIMENTS_BY_MODEL = {"tiny": EXPERIMENTS, "smollm2": SMOLLM2_EXPERIMENTS}
 

@@ -46,6 +46,30 @@ def tasks(split: str, seed: int = 0) -> list[dict[str, Any]]:
     ]
 
 
+def call_demonstrations(system: str, tools: list[Any], task: dict[str, Any], name: str) -> list[tuple]:
+    """The agent's two calls on `task` as warm-up demonstrations, calling the tool `name`: its first
+    request (system, question, the tools as LangChain sends them) answered by the `<tool_call>`, and
+    the request after the tool's result answered by the result."""
+    schemas = [convert_to_openai_tool(tool) for tool in tools]
+    arguments = {"a": task["a"], "b": task["b"]}
+    result = str({tool.name: tool for tool in tools}[name].invoke(arguments))
+    first = [{"role": "system", "content": system}, {"role": "user", "content": task["question"]}]
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    second = [
+        *first,
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0", "content": result},
+    ]
+    return [
+        (first, tool_call_block({"name": name, "arguments": arguments}), schemas),
+        (second, result, schemas),
+    ]
+
+
 def call_format_model(
     system: str,
     tools: list[Any],
@@ -53,29 +77,17 @@ def call_format_model(
     steps: int = 12,
     seed: int = 0,
 ) -> Path:
-    """SmolLM2 taught the agent's call format with random tools (once, ~1-2 minutes; later calls reuse it)."""
+    """SmolLM2 taught the agent's call format with random tools (once, ~2 minutes; later calls reuse it)."""
     out = Path(out).resolve()
     if (out / "config.json").is_file():
         return out
-    schemas = [convert_to_openai_tool(tool) for tool in tools]
-    by_name = {tool.name: tool for tool in tools}
     rng = random.Random(seed)
-    demos: list[tuple] = []
-    for task in rng.sample(tasks("train", seed), steps * 2):
-        a, b = task["a"], task["b"]
-        name = rng.choice(sorted(by_name))
-        first = [{"role": "system", "content": system}, {"role": "user", "content": task["question"]}]
-        demos.append((first, tool_call_block({"name": name, "arguments": {"a": a, "b": b}}), schemas))
-        call = {
-            "id": "call_0",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps({"a": a, "b": b})},
-        }
-        result = str(by_name[name].invoke({"a": a, "b": b}))
-        second = [*first, {"role": "assistant", "content": "", "tool_calls": [call]}]
-        demos.append(
-            ([*second, {"role": "tool", "tool_call_id": "call_0", "content": result}], result, schemas)
-        )
+    names = sorted(tool.name for tool in tools)
+    demos = [
+        demo
+        for task in rng.sample(tasks("train", seed), steps * 2)
+        for demo in call_demonstrations(system, tools, task, rng.choice(names))
+    ]
     model, _ = supervised_warmup(
         cached_model("smollm2"), demos, out, WarmupConfig(steps=steps, batch_size=4, lr=5e-5, seed=seed)
     )

@@ -1,0 +1,86 @@
+"""examples/quickstart, bounded: the LangChain agent on the real SmolLM2-135M-Instruct, a short call-format
+warm-up and one RL step through `fit`. The warm-up must show the model the very prompts the agent sends."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+from safetensors import safe_open
+from transformers import AutoTokenizer
+
+from lightningrl import fit
+from lightningrl.demos.demonstrations import encode_demonstration
+from lightningstore import semconv
+
+sys.path.insert(0, str(REPO_ROOT / "examples" / "quickstart"))
+
+from smollm2_start import call_demonstrations, call_format_model, tasks  # noqa: E402
+from train import SYSTEM, add, agent, multiply  # noqa: E402
+
+CONFIG = {
+    "steps": 1,
+    "tasks_per_step": 2,
+    "rollouts_per_task": 4,
+    "balance_by": "op",
+    "trainer": {"lr": 2e-5},
+}
+
+
+def test_tasks_keep_the_held_out_pairs_out_of_training() -> None:
+    held = {(t["op"], t["a"], t["b"]) for t in tasks("heldout")}
+    assert len(held) == 40 and {op for op, _, _ in held} == {"plus", "times"}
+    for seed in (0, 1):
+        train = tasks("train", seed)
+        assert len(train) == 1000 and not held & {(t["op"], t["a"], t["b"]) for t in train}
+    assert tasks("train", 0) != tasks("train", 1) and tasks("heldout") == tasks("heldout")
+
+
+@pytest.mark.slow
+def test_one_rl_step_of_the_quickstart_agent_on_the_real_model(tmp_path: Path, read_store) -> None:
+    warm = call_format_model(SYSTEM, [add, multiply], out=tmp_path / "warm", steps=4)
+    result = fit(
+        agent,
+        tasks("train")[:16],
+        tasks("heldout")[::10],
+        model=warm,
+        config=CONFIG,
+        output_dir=tmp_path / "run",
+        sampling_by_mode={"val": {"temperature": 0.0}},
+    )
+    assert result.held_out_before is not None and result.held_out_after is not None
+    with (tmp_path / "run" / "metrics.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sum(1 for r in rows if r.get("val/success[op=times]")) == 2  # before and after, per operation
+    # Each call's prompt is the prompt a warm-up demonstration of that call was trained on: LangChain's
+    # request (its tool schemas, its AIMessage and ToolMessage) renders exactly as the demonstrations do.
+    tokenizer = AutoTokenizer.from_pretrained(warm)
+    by_question = {t["question"]: t for t in tasks("train")[:16] + tasks("heldout")}
+    store = read_store(tmp_path / "run" / "store.db")
+    spans = store.llm_spans()
+    compared = answered = 0
+    for span in spans:
+        messages = json.loads(span.attributes[semconv.LLM_REQUEST_MESSAGES])
+        task = by_question[messages[1]["content"]]
+        called = next((m["tool_calls"][0]["function"]["name"] for m in messages if m.get("tool_calls")), None)
+        if called not in (None, "add", "multiply"):
+            continue  # a tool the model made up: no demonstration calls it
+        first, second = call_demonstrations(SYSTEM, [add, multiply], task, called or "add")
+        demo = first if called is None else second
+        if called is not None and messages[-1]["content"] != demo[1]:
+            continue  # arguments other than the question's numbers: another result
+        assert span.attributes[semconv.LLM_PROMPT_TOKEN_IDS] == encode_demonstration(tokenizer, *demo)[0]
+        compared += 1
+        answered += called is not None
+    assert compared >= len(spans) // 2 and answered >= 4, (compared, answered, len(spans))
+    train_ids = [r.rollout_id for r in store.rollouts if str(getattr(r.mode, "value", r.mode)) == "train"]
+    assert len(train_ids) == 8 and all(store.rewards[i] for i in train_ids)
+    # The update changed the weights.
+    checkpoint = sorted((tmp_path / "run" / "checkpoints").glob("*/model.safetensors"))[-1]
+    name = "model.layers.0.self_attn.q_proj.weight"
+    with safe_open(str(checkpoint), "pt") as new, safe_open(str(warm / "model.safetensors"), "pt") as old:
+        assert (new.get_tensor(name) - old.get_tensor(name)).abs().max().item() > 0.0
