@@ -1,4 +1,4 @@
-"""Quickstart: a LangChain agent calls its calculator tools through SmolLM2-135M-Instruct; RL teaches it which."""
+"""Quickstart: a LangChain agent calls calculator tools through SmolLM2-135M-Instruct; RL teaches it which."""
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
@@ -35,7 +35,8 @@ def agent(task: dict, llm) -> float:
 
 
 if __name__ == "__main__":
-    config = {"steps": 8, "tasks_per_step": 4, "rollouts_per_task": 4, "balance_by": "op", "trainer": {"lr": 2e-5},
+    config = {"steps": 5, "tasks_per_step": 4, "rollouts_per_task": 8, "balance_by": "op",
+              "trainer": {"lr": 1e-5, "micro_batch_size": 4},  # micro-batches of 4 sequences: ~11 GB peak
               "advantage": {"norm_by_std": False, "baseline": "group_and_call", "negative_weight": 0.5}}  # fmt: skip
     result = fit(agent, tasks("train"), tasks("heldout"), model=call_format_model(SYSTEM, [add, multiply]),
                  config=config, sampling_by_mode={"val": {"temperature": 0.0}})  # fmt: skip

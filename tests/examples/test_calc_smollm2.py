@@ -80,3 +80,64 @@ def test_one_rl_step_of_the_tool_calling_agent_on_the_real_model(tmp_path: Path)
     ):
         assert (new.get_tensor(name) - old.get_tensor(name)).abs().max().item() > 0.0
     assert (run / "model-warmup").resolve() != cached_model("smollm2").resolve()
+
+
+@pytest.mark.slow
+def test_one_rl_step_of_the_autogen_agent_on_the_real_model(tmp_path: Path) -> None:
+    """`--framework autogen`: AutoGen's AssistantAgent with its defaults (one model call, the tool's
+    result as the answer) trains the same way, and its warm-up showed the prompts AutoGen sends."""
+    from transformers import AutoTokenizer
+
+    from examples.calc_autogen.agent import DEFAULT_SYSTEM, openai_tools
+    from lightningrl.demos.demonstrations import encode_demonstration
+
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
+    env |= {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "examples/calc/demo_smollm2.py",
+            "--framework",
+            "autogen",
+            "--output",
+            str(tmp_path),
+            *SHORT,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "held-out success: before" in done.stdout.splitlines()[-1]
+    run = tmp_path / "seed0"
+    with (run / "metrics.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sum(1 for r in rows if r.get("val/success[op=times]")) == 2
+    step = next(r for r in rows if r["step"] == "1" and r.get("credit/rollouts"))
+    # One model call a rollout (no reflection), each with the episode's reward.
+    assert step["credit/rollouts"] == "16" and step["credit/calls_used"] == "16", step
+    assert (
+        step.get("credit/multi_call_rollouts", "0") in ("", "0") and step["credit/rewards_unmatched"] == "0"
+    ), step
+    tokenizer = AutoTokenizer.from_pretrained(run / "model-warmup")
+    tools = openai_tools("python")
+    with sqlite3.connect(run / "store.db") as db:
+        attributes = [json.loads(a) for (a,) in db.execute("SELECT attributes FROM spans")]
+    calls = [a for a in attributes if semconv.LLM_PROMPT_TOKEN_IDS in a]
+    assert len(calls) >= 16 + 12  # train and held-out rollouts
+    for call in calls:
+        # AutoGen's request (its own tool schemas, its system and user messages) renders exactly as
+        # the warm-up demonstrations did.
+        assert json.loads(call[semconv.LLM_REQUEST_TOOLS]) == tools
+        question = json.loads(call[semconv.LLM_REQUEST_MESSAGES])[-1]["content"]
+        demo = [{"role": "system", "content": DEFAULT_SYSTEM}, {"role": "user", "content": question}]
+        assert call[semconv.LLM_PROMPT_TOKEN_IDS] == encode_demonstration(tokenizer, demo, "", tools)[0]
+    checkpoints = sorted((run / "checkpoints").glob("*/model.safetensors"))
+    name = "model.layers.0.self_attn.q_proj.weight"
+    with (
+        safe_open(str(checkpoints[-1]), framework="pt") as new,
+        safe_open(str(run / "model-warmup" / "model.safetensors"), framework="pt") as old,
+    ):
+        assert (new.get_tensor(name) - old.get_tensor(name)).abs().max().item() > 0.0
