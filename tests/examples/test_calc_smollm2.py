@@ -25,12 +25,12 @@ SHORT = ["--steps", "1", "--tasks-per-step", "2", "--n", "8", "--workers", "8", 
 SHORT += ["--heldout-per-op", "2", "--warmup-steps", "4", "--warmup-batch", "2", "--warmup-lr", "1e-4"]
 
 
-@pytest.mark.slow
-def test_one_rl_step_of_the_tool_calling_agent_on_the_real_model(tmp_path: Path) -> None:
+def run_demo(tmp_path: Path, *flags: str) -> tuple[Path, list[dict[str, str]]]:
+    """examples/calc/demo_smollm2.py, bounded (`SHORT`), with `flags`: its run directory and metrics."""
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
     env |= {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(
-        [sys.executable, "examples/calc/demo_smollm2.py", "--output", str(tmp_path), *SHORT],
+        [sys.executable, "examples/calc/demo_smollm2.py", *flags, "--output", str(tmp_path), *SHORT],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -41,7 +41,12 @@ def test_one_rl_step_of_the_tool_calling_agent_on_the_real_model(tmp_path: Path)
     assert "held-out success: before" in done.stdout.splitlines()[-1]
     run = tmp_path / "seed0"
     with (run / "metrics.csv").open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
+        return run, list(csv.DictReader(fh))
+
+
+@pytest.mark.slow
+def test_one_rl_step_of_the_tool_calling_agent_on_the_real_model(tmp_path: Path) -> None:
+    run, rows = run_demo(tmp_path)
     validations = [r for r in rows if r.get("val/success")]
     # Held-out evaluated before and after, per operation.
     assert len(validations) == 2 and all(r.get("val/success[op=times]") for r in validations)
@@ -91,29 +96,7 @@ def test_one_rl_step_of_the_autogen_agent_on_the_real_model(tmp_path: Path) -> N
     from examples.calc_autogen.agent import DEFAULT_SYSTEM, openai_tools
     from lightningrl.demos.demonstrations import encode_demonstration
 
-    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
-    env |= {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "examples/calc/demo_smollm2.py",
-            "--framework",
-            "autogen",
-            "--output",
-            str(tmp_path),
-            *SHORT,
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "held-out success: before" in done.stdout.splitlines()[-1]
-    run = tmp_path / "seed0"
-    with (run / "metrics.csv").open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    run, rows = run_demo(tmp_path, "--framework", "autogen")
     assert sum(1 for r in rows if r.get("val/success[op=times]")) == 2
     step = next(r for r in rows if r["step"] == "1" and r.get("credit/rollouts"))
     # One model call a rollout (no reflection), each with the episode's reward.
