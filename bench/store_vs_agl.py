@@ -41,12 +41,17 @@ from store_http import _free_port, start_server  # noqa: E402
 from lightningstore import LightningStore, SpanIn  # noqa: E402
 from lightningstore.client import StoreClient  # noqa: E402
 from lightningstore.sql import SqlStore  # noqa: E402
+from runner.runner import MAX_IDLE_POLL_SECONDS  # noqa: E402
 
 MODES = {
     "http-single": ("HTTP, spans one `add_span` each", "http", False),
     "http-batch": ("HTTP, one `add_many_spans` per rollout", "http", True),
     "inproc-single": ("in process (theirs in RAM, ours on a SQLite file), `add_span` each", "memory", False),
 }
+
+
+CLAIM_WAIT_SECONDS = MAX_IDLE_POLL_SECONDS
+"""How long our side's claim waits for a rollout to be queued: as long as an idle Runner's does."""
 
 
 class OurAdapter:
@@ -70,7 +75,8 @@ class OurAdapter:
         return (await self.store.enqueue_rollout({"i": i})).rollout_id
 
     async def claim(self, worker: str) -> tuple[str, str] | None:
-        claimed = await self.store.dequeue_rollout(worker)
+        # Our API's waiting claim, as our Runner uses it: an idle runner's claim waits for the next rollout queued, instead of asking again and again.
+        claimed = await self.store.dequeue_rollout(worker, wait=CLAIM_WAIT_SECONDS)
         return None if claimed is None else (claimed.rollout_id, claimed.attempt_id)
 
     async def add_span(self, rollout_id: str, attempt_id: str, index: int, attrs: dict[str, Any]) -> None:

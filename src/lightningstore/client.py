@@ -31,7 +31,7 @@ from lightningstore.reward import Reward, RewardIn
 from lightningstore.rollout import Rollout, RolloutRequest
 from lightningstore.span import Span, SpanIn
 from lightningstore.statistics import StoreStatistics
-from lightningstore.store import LightningStore
+from lightningstore.store import LightningStore, check_claim_wait
 from lightningstore.store_request import (
     AttemptFinish,
     AttemptUpdate,
@@ -207,10 +207,16 @@ class StoreClient(LightningStore):
         return _rollouts.validate_json(await self._call("POST", "/v1/rollouts", _requests.dump_json(filled)))
 
     async def dequeue_many_rollouts(
-        self, limit: int, *, worker_id: str | None = None
+        self, limit: int, *, worker_id: str | None = None, wait: float = 0
     ) -> list[AttemptedRollout]:
-        body = {"limit": limit, "worker_id": worker_id}
-        return _claims.validate_json(await self._call("POST", "/v1/rollouts/dequeue", body, idempotent=False))
+        check_claim_wait(wait)
+        body: dict[str, Any] = {"limit": limit, "worker_id": worker_id}
+        if wait:  # the server holds the request until it has claimed one, or `wait` has passed
+            body["wait"] = wait
+        data = await self._call(
+            "POST", "/v1/rollouts/dequeue", body, idempotent=False, timeout=wait + 30.0 if wait else None
+        )
+        return _claims.validate_json(data)
 
     async def _start_rollout(self, request: RolloutRequest, worker_id: str | None) -> AttemptedRollout:
         body = {**request.model_dump(exclude={"rollout_id"}), "worker_id": worker_id}

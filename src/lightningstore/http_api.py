@@ -14,7 +14,7 @@ from lightningstore.reward import RewardIn
 from lightningstore.rollout import RolloutConfig
 from lightningstore.span import SpanIn
 from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
-from lightningstore.store import MAX_READ_ATTRIBUTES, MAX_READ_IDS
+from lightningstore.store import MAX_CLAIM_WAIT_SECONDS, MAX_READ_ATTRIBUTES, MAX_READ_IDS
 
 MAX_INT = 2**62
 IdStr = Annotated[str, Field(min_length=1, max_length=200)]
@@ -32,6 +32,8 @@ class Body(BaseModel):
 class DequeueBody(Body):
     limit: int = Field(default=1, ge=1, le=10_000)
     worker_id: str | None = Field(default=None, max_length=200)
+    wait: float = Field(default=0, ge=0, le=MAX_CLAIM_WAIT_SECONDS)
+    """Seconds to wait for a rollout to be queued when none is waiting (`dequeue_rollout`'s `wait`)."""
 
 
 class WorkerRef(Body):

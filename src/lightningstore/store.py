@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, Unpack
 
 from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.errors import InvalidInputError
 from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
 from lightningstore.reward import Reward, RewardIn
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutOptions, RolloutRequest
@@ -49,6 +50,16 @@ MAX_READ_ATTRIBUTES = 32
 """The most attribute keys one `query_spans_many` projection names."""
 
 
+MAX_CLAIM_WAIT_SECONDS = 30.0
+"""The longest a claim may wait for a rollout to be queued (`dequeue_rollout(wait=...)`)."""
+
+
+def check_claim_wait(wait: float) -> None:
+    """InvalidInputError unless `wait` is a finite number of seconds in [0, MAX_CLAIM_WAIT_SECONDS]."""
+    if isinstance(wait, bool) or not (isinstance(wait, int | float) and 0 <= wait <= MAX_CLAIM_WAIT_SECONDS):
+        raise InvalidInputError("wait", f"must be seconds in [0, {MAX_CLAIM_WAIT_SECONDS:g}], got {wait!r}")
+
+
 class LightningStore(ABC):
     """Durable home of rollouts, attempts, spans, rewards, resources and workers."""
 
@@ -77,20 +88,25 @@ class LightningStore(ABC):
         If any request is invalid nothing is queued.
         """
 
-    async def dequeue_rollout(self, worker_id: str | None = None) -> AttemptedRollout | None:
+    async def dequeue_rollout(
+        self, worker_id: str | None = None, *, wait: float = 0
+    ) -> AttemptedRollout | None:
         """Atomically claim the oldest `queuing` or `requeuing` rollout, or return None.
 
         The claim moves the rollout to `preparing` and opens a new attempt (`preparing`) bound to
-        `worker_id`. Two concurrent callers never claim the same rollout.
+        `worker_id`. Two concurrent callers never claim the same rollout. With `wait` > 0 seconds
+        (at most MAX_CLAIM_WAIT_SECONDS; InvalidInputError otherwise), a caller that finds none
+        waits up to `wait` for one to be queued or requeued and claims it then, instead of polling.
         """
-        claimed = await self.dequeue_many_rollouts(1, worker_id=worker_id)
+        claimed = await self.dequeue_many_rollouts(1, worker_id=worker_id, wait=wait)
         return claimed[0] if claimed else None
 
     @abstractmethod
     async def dequeue_many_rollouts(
-        self, limit: int, *, worker_id: str | None = None
+        self, limit: int, *, worker_id: str | None = None, wait: float = 0
     ) -> list[AttemptedRollout]:
-        """Claim up to `limit` rollouts at once, oldest first; the rules of `dequeue_rollout`."""
+        """Claim up to `limit` rollouts at once, oldest first; the rules of `dequeue_rollout` (a
+        waiting call returns as soon as it has claimed at least one)."""
 
     async def start_rollout(
         self, input: Any, *, worker_id: str | None = None, **options: Unpack[RolloutOptions]

@@ -168,27 +168,31 @@ class Runner:
     async def _worker(self, index: int) -> None:
         worker_id = f"{self.name}-w{index}"
         await self._set_worker(worker_id, WorkerStatus.IDLE)
-        delay = self.poll_interval
+        wait = 0.0
         try:
             while not self.stopping and self._reserve():
-                claim = await self._claim(worker_id)
+                # An idle worker waits in the claim itself (the store hands it the next rollout queued),
+                # a little longer each time, so that stopping or the idle timeout is noticed.
+                claim = await self._claim(worker_id, wait)
                 if claim is None:
                     self._release()
                     if self._idle_too_long():
                         return
-                    await self._sleep(delay)
-                    delay = min(delay * 2, max(self.poll_interval, MAX_IDLE_POLL_SECONDS))
+                    wait = min(
+                        max(wait * 2, self.poll_interval), max(self.poll_interval, MAX_IDLE_POLL_SECONDS)
+                    )
                     continue
-                delay = self.poll_interval
+                wait = 0.0
                 await self._execute(claim, worker_id)
         finally:
             await self._set_worker(worker_id, WorkerStatus.OFFLINE)
 
-    async def _claim(self, worker_id: str) -> Any:
+    async def _claim(self, worker_id: str, wait: float) -> Any:
         try:
-            return await self.store.dequeue_rollout(worker_id)
+            return await self.store.dequeue_rollout(worker_id, wait=wait)
         except Exception:
             log.exception("claiming a rollout failed; retrying")
+            await self._sleep(max(wait, self.poll_interval))
             return None
 
     async def _execute(self, claim: Any, worker_id: str) -> AttemptOutcome:

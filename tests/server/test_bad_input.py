@@ -83,6 +83,8 @@ async def test_client_maps_codes_to_typed_errors(raw_http, sql_store) -> None:
         (raw_http.post("/v1/rollouts", json=[{"input": 2, "rollout_id": rollout.rollout_id}]), ConflictError),
         (raw_http.get("/v1/resource-versions/rv-none"), NotFoundError),
         (raw_http.post("/v1/rollouts/dequeue", json={"limit": 0}), InvalidInputError),
+        (raw_http.post("/v1/rollouts/dequeue", json={"wait": -1}), InvalidInputError),
+        (raw_http.post("/v1/rollouts/dequeue", json={"wait": 3600}), InvalidInputError),
     ]
     for request, expected in cases:
         error = error_from_response(await request)

@@ -45,4 +45,13 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     suppress_health_check=list(HealthCheck),
 )
 def test_no_server_errors(case: schemathesis.Case, server_url: str) -> None:
+    if (
+        case.path == "/v1/rollouts/dequeue"
+        and isinstance(case.body, dict)
+        and isinstance(case.body.get("wait"), int | float)
+    ):
+        # A valid claim wait holds the request up to 30 s: fuzz its value, not the clock (the contract
+        # suite tests the waiting itself). Out-of-range values still go as generated.
+        wait = case.body["wait"]
+        case.body["wait"] = min(wait, 0.05) if 0 <= wait <= 30 else wait
     case.call_and_validate(base_url=server_url, checks=[not_a_server_error])

@@ -82,6 +82,60 @@ async def test_dequeue_oldest_first_and_opens_attempt(store: LightningStore) -> 
     assert workers["w1"].current_rollout_id == made[0].rollout_id
 
 
+async def test_a_waiting_claim_takes_the_rollout_queued_while_it_waits(store: LightningStore) -> None:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiting = asyncio.create_task(store.dequeue_rollout(worker_id="idle", wait=20))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # nothing queued: it waits instead of answering None
+    queued = await store.enqueue_rollout({"late": 1})
+    claimed = await asyncio.wait_for(waiting, 15)
+    assert claimed is not None and claimed.rollout_id == queued.rollout_id
+    assert claimed.attempt.worker_id == "idle"
+    assert loop.time() - started < 15  # woken by the enqueue, not by its 20 s running out
+
+
+async def test_a_waiting_claim_that_nothing_reaches_returns_none_after_its_wait(
+    store: LightningStore,
+) -> None:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await store.dequeue_rollout(wait=0.4) is None
+    assert loop.time() - started >= 0.35
+    assert await store.query_rollouts() == []
+
+
+async def test_waiting_claims_share_what_is_queued_each_rollout_once(store: LightningStore) -> None:
+    waiters = [asyncio.create_task(store.dequeue_rollout(worker_id=f"w{i}", wait=3)) for i in range(6)]
+    await asyncio.sleep(0.2)
+    made = await store.enqueue_many_rollouts([RolloutRequest(input=i) for i in range(4)])
+    claimed = [c for c in await asyncio.gather(*waiters) if c is not None]
+    assert sorted(c.rollout_id for c in claimed) == sorted(m.rollout_id for m in made)
+    assert {c.attempt.worker_id for c in claimed} <= {f"w{i}" for i in range(6)}
+    assert len({c.attempt.worker_id for c in claimed}) == 4  # one rollout per waiting claim
+
+
+async def test_a_requeued_rollout_wakes_a_waiting_claim(store: LightningStore) -> None:
+    config = RolloutConfig(max_attempts=2, retry_on=["failed"])
+    queued = await store.enqueue_rollout(1, config=config)
+    first = await store.dequeue_rollout(worker_id="a")
+    assert first is not None
+    waiting = asyncio.create_task(store.dequeue_rollout(worker_id="b", wait=20))
+    await asyncio.sleep(0.2)
+    await store.update_attempt(queued.rollout_id, first.attempt_id, status="failed")
+    second = await asyncio.wait_for(waiting, 15)
+    assert second is not None and second.rollout_id == queued.rollout_id
+    assert second.attempt.sequence_id == 2
+
+
+async def test_a_claim_wait_out_of_range_names_the_field(store: LightningStore) -> None:
+    await store.enqueue_rollout(1)
+    for wait in (-1, float("nan"), float("inf"), 31, True):
+        with pytest.raises(InvalidInputError, match="wait"):
+            await store.dequeue_rollout(wait=wait)
+    assert (await store.query_rollouts())[0].status == RolloutStatus.QUEUING  # nothing claimed
+
+
 async def test_start_rollout_and_start_attempt(store: LightningStore) -> None:
     started = await store.start_rollout({"q": 1}, worker_id="w")
     assert started.rollout.status == RolloutStatus.PREPARING

@@ -66,7 +66,13 @@ async def test_span_bad_input_stores_nothing(store: LightningStore) -> None:
         await store.add_many_spans(
             [span(c.rollout_id, c.attempt_id, "ok"), span(other.rollout_id, c.attempt_id, "bad")]
         )
-    assert await store.query_spans(c.rollout_id) == []
+    # One span alone (PostgreSQL checks and inserts it in one statement): the same refusals.
+    with pytest.raises(NotFoundError):
+        await store.add_span(span(c.rollout_id, "at-missing", "bad"))
+    with pytest.raises(InvalidInputError, match="rollout_id"):
+        await store.add_span(span(other.rollout_id, c.attempt_id, "bad"))
+    assert await store.query_spans(c.rollout_id) == [] and await store.query_spans(other.rollout_id) == []
+    assert (await store.get_latest_attempt(c.rollout_id)).status == AttemptStatus.PREPARING
     with pytest.raises(ValueError, match="span_id"):
         SpanIn(rollout_id="r", attempt_id="a", trace_id="t", span_id="", name="x")
 

@@ -32,6 +32,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, StatementError
 
 from lightningstore.errors import ConflictError, InvalidInputError, StoreError
 from lightningstore.sql.checkpoint import WRITER_AUTOCHECKPOINT_PAGES, checkpointer_for
+from lightningstore.sql.claim_signal import ClaimSignal
 from lightningstore.sql.engine import WRITE_OPTION, create_engine
 from lightningstore.sql.group_commit import Call, GroupCommitWriter
 
@@ -90,6 +91,8 @@ class SqlDatabase:
         self._local = threading.local()
         self._connections: list[sa.Connection] = []
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self.claim_signal = ClaimSignal()
+        """Wakes waiting claims when this process's commits queue rollouts."""
 
     @property
     def engine(self) -> sa.Engine:
@@ -273,6 +276,10 @@ class SqlDatabase:
         """Ask for the waiters of `changes()` to be woken once this transaction has ended."""
         self._local.notify = True
 
+    def queued(self, n: int) -> None:
+        """Say that this transaction makes `n` rollouts claimable: waiting claims wake once it has ended."""
+        self._local.queued = getattr(self._local, "queued", 0) + n
+
     @contextmanager
     def changes(self) -> Iterator[asyncio.Event]:
         """An event set after each transaction that called `notify()` (in this process) ends."""
@@ -284,7 +291,10 @@ class SqlDatabase:
             self._waiters.discard(waiter)
 
     def _flush_notify(self) -> None:
-        """Wake every waiter of `changes()` (called from worker threads)."""
+        """Wake every waiter of `changes()`, and a waiting claim per rollout queued (called from worker threads)."""
+        if queued := getattr(self._local, "queued", 0):
+            self._local.queued = 0
+            self.claim_signal.release(queued)
         if not getattr(self._local, "notify", False):
             return
         self._local.notify = False

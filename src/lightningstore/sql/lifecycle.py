@@ -206,6 +206,8 @@ class SqlLifecycle:
             },
         )
         self._db.notify()
+        if status in (RolloutStatus.QUEUING, RolloutStatus.REQUEUING):
+            self._db.queued(1)
         return rollout.model_copy(
             update={"status": status, "end_time": end_time, "failure_reason": failure_reason}
         )

@@ -83,7 +83,11 @@ class _DriverForm:
     def execute(self, conn: sa.Connection, driver: Any, given: Row) -> Result:
         args = self.args(given)
         try:
-            cursor = driver.execute(self.sql, args)
+            if self.named:  # psycopg: its one reused cursor (sqlite3 makes a cursor in C, cheaply)
+                cursor = _cursor(driver)
+                cursor.execute(self.sql, args)
+            else:
+                cursor = driver.execute(self.sql, args)
             raw_rows = cursor.fetchall() if self.columns else []
         except self.driver_error as exc:
             raise _wrap(conn, self.sql, args, exc, self.driver_error) from exc
@@ -107,6 +111,15 @@ class _DriverForm:
 
 
 _GIVEN = object()
+_CURSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _cursor(driver: Any) -> Any:
+    """The psycopg connection's one reused cursor (`connection.execute` builds a new cursor object each time)."""
+    cursor = _CURSORS.get(driver)
+    if cursor is None:
+        cursor = _CURSORS[driver] = driver.cursor()
+    return cursor
 
 
 class Prepared:

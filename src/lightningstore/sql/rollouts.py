@@ -14,10 +14,12 @@ from lightningstore.errors import ConflictError, IllegalTransitionError, Invalid
 from lightningstore.finite import refuse_non_finite
 from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
 from lightningstore.sql import statements, tables
+from lightningstore.sql.claim_signal import CLAIM_POLL_SECONDS
 from lightningstore.sql.database import new_id, parse_enum
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import rollout_from_row
 from lightningstore.status import RolloutStatus, check_rollout_transition
+from lightningstore.store import check_claim_wait
 from lightningstore.store_request import RolloutUpdate
 from lightningstore.unset import UNSET
 
@@ -53,6 +55,11 @@ class SqlRollouts(SqlPart):
             self._life.check_resources_ids(conn, {r.resources_id for r in requests if r.resources_id})
             if len(given) != len(set(given)):
                 raise InvalidInputError("rollout_id", "the same rollout_id appears twice in one request")
+            if len(rows) == 1 and self._db.dialect == "postgresql":
+                # The common case in one round trip; an id already stored falls through to the comparison.
+                if statements.INSERT_ROLLOUT_IF_NEW.run(conn, rows[0]).rows:
+                    self._db.queued(1)
+                    return fresh
             existing = self._existing(conn, given)
             base_seq = statements.MAX_QUEUE_SEQ.run(conn).rows[0]["max_seq"]
             result: list[Rollout] = []
@@ -70,6 +77,7 @@ class SqlRollouts(SqlPart):
                 result.append(rollout)
             if new_rows:
                 statements.INSERT_ROLLOUT.run(conn, new_rows)
+                self._db.queued(len(new_rows))
             return result
 
         return await self._db.write(_tx, rows=len(rows))
@@ -85,17 +93,32 @@ class SqlRollouts(SqlPart):
         return {r.rollout_id: r for r in (rollout_from_row(row._mapping) for row in rows)}
 
     async def dequeue_many_rollouts(
-        self, limit: int, *, worker_id: str | None = None
+        self, limit: int, *, worker_id: str | None = None, wait: float = 0
     ) -> list[AttemptedRollout]:
         if limit < 1:
             raise InvalidInputError("limit", f"must be at least 1, got {limit}")
+        check_claim_wait(wait)
         await self.maybe_sweep()
 
         def _tx(conn: sa.Connection) -> list[AttemptedRollout]:
             rows = statements.OLDEST_WAITING[self._db.dialect].run(conn, {"limit": limit}).rows
             return self._life.open_attempts(conn, [rollout_from_row(row) for row in rows], worker_id)
 
-        return await self._db.write(_tx)
+        claimed = await self._db.write(_tx)
+        if claimed:
+            self._db.claim_signal.take(len(claimed))
+            return claimed
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while (remaining := deadline - loop.time()) > 0:
+            # Woken by a rollout this process queued, or every CLAIM_POLL_SECONDS for other processes'.
+            woken = await self._db.claim_signal.acquire(min(remaining, CLAIM_POLL_SECONDS))
+            if not woken and loop.time() >= deadline:
+                break  # its time is up and nothing was queued here: the caller asks again when it will
+            if claimed := await self._db.write(_tx):
+                self._db.claim_signal.take(len(claimed) - 1)  # the permit it waited for covers one
+                return claimed
+        return []
 
     async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
         def _tx(conn: sa.Connection) -> AttemptedRollout:

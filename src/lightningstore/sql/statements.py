@@ -39,6 +39,18 @@ SELECT_ROLLOUT_FOR_UPDATE = Prepared(_SELECT_ROLLOUT.with_for_update())
 MAX_QUEUE_SEQ = Prepared(sa.select(sa.func.coalesce(sa.func.max(R.c.queue_seq), 0).label("max_seq")))
 INSERT_ROLLOUT = Prepared(sa.insert(R), column_keys=[c.key for c in R.c if c.key != "current_attempt_id"])
 """A new rollout's row: the fields of `Rollout` plus its `queue_seq` (it has no current attempt yet)."""
+_NEW_ROLLOUT_COLUMNS = [c.key for c in R.c if c.key not in ("current_attempt_id", "queue_seq")]
+INSERT_ROLLOUT_IF_NEW = Prepared(
+    postgresql.insert(R)
+    .values(
+        {key: _b(key, type_=R.c[key].type) for key in _NEW_ROLLOUT_COLUMNS}
+        | {"queue_seq": sa.select(sa.func.coalesce(sa.func.max(R.c.queue_seq), 0) + 1).scalar_subquery()}
+    )
+    .on_conflict_do_nothing(index_elements=["rollout_id"])
+    .returning(R.c.rollout_id)
+)
+"""PostgreSQL: one new rollout (a `Rollout`'s fields) at the end of the queue in one round trip; no row
+back when its id is already stored."""
 
 
 def _set_ending(table: sa.Table, key: str) -> Prepared:

@@ -46,7 +46,7 @@ async def dequeue_rollouts(request: Request, body: DequeueBody) -> list[Attempte
 async def dequeue_as(store: LightningStore, caller: Caller, body: DequeueBody) -> list[AttemptedRollout]:
     """POST /v1/rollouts/dequeue once its body is read (shared with the server's fast path)."""
     caller.require(Permission.CLAIM)
-    return await store.dequeue_many_rollouts(body.limit, worker_id=body.worker_id)
+    return await store.dequeue_many_rollouts(body.limit, worker_id=body.worker_id, wait=body.wait)
 
 
 async def start_rollout(request: Request, body: StartRolloutBody) -> AttemptedRollout:
