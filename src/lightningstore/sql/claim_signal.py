@@ -35,8 +35,11 @@ class ClaimSignal:
             self._permits += n
             while self._permits > 0 and self._waiters:
                 waiter = self._waiters.popleft()
+                try:
+                    waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+                except RuntimeError:  # its event loop is closed: nobody waits there any more
+                    continue
                 self._permits -= 1
-                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
 
     def take(self, n: int) -> None:
         """A claim got `n` rollouts without waiting: drop as many permits as there are (their rollouts are gone)."""
