@@ -75,7 +75,8 @@ class OurAdapter:
         return (await self.store.enqueue_rollout({"i": i})).rollout_id
 
     async def claim(self, worker: str) -> tuple[str, str] | None:
-        # Our API's waiting claim, as our Runner uses it: an idle runner's claim waits for the next rollout queued, instead of asking again and again.
+        # Our API's waiting claim, as our Runner uses it: an idle runner's claim waits for the next
+        # rollout queued instead of asking again and again.
         claimed = await self.store.dequeue_rollout(worker, wait=CLAIM_WAIT_SECONDS)
         return None if claimed is None else (claimed.rollout_id, claimed.attempt_id)
 

@@ -58,19 +58,19 @@ class ClaimSignal:
             await asyncio.wait_for(asyncio.shield(waiter), timeout)
             return True
         except TimeoutError:
-            with self._lock:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                    return False
-            return True  # a release handed it a permit just as it timed out
+            return self._withdraw(waiter)  # True: a release handed it a permit just as it timed out
         except asyncio.CancelledError:
-            with self._lock:
-                given = waiter not in self._waiters
-                if not given:
-                    self._waiters.remove(waiter)
-            if given:
+            if self._withdraw(waiter):
                 self.release(1)  # pass the permit it was handed on to the next waiter
             raise
+
+    def _withdraw(self, waiter: asyncio.Future[None]) -> bool:
+        """Take a waiter that stops waiting out of the queue; True if a release had already given it a permit."""
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+                return False
+            return True
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
