@@ -18,10 +18,12 @@ VARIANTS = ["Say a.", "Pick a or b.", "Say b."]
 
 @pytest.mark.slow
 async def test_best_variant_is_published(warm_model: Callable[..., Path], tmp_path: Path) -> None:
-    # "Say x." is answered x; "Pick a or b." either: only the third variant solves answer-b tasks.
+    # "Say x." is answered x (p >= 0.99 after warm-up); "Pick a or b." a three times in four: only the
+    # third variant solves answer-b tasks. (An even split at 120 steps, p(b) 0.94 against 0.55, let a
+    # sampled 11/12 tie "Say b." once in CI, and the earlier variant wins a tie.)
     demos = [([{"role": "user", "content": "Say a."}], "a"), ([{"role": "user", "content": "Say b."}], "b")]
-    demos += [([{"role": "user", "content": "Pick a or b."}], c) for c in "ab"]
-    model = warm_model(VARIANTS, demos * 4, steps=120)
+    demos += [([{"role": "user", "content": "Pick a or b."}], c) for c in "aaab"]
+    model = warm_model(VARIANTS, demos * 4, steps=400)
     agent = "examples.algorithms.best_of_n:answer_agent"
     async with algorithm_stack(tmp_path, model, agent) as stack:
         await stack.publish_llm(model)
@@ -33,7 +35,7 @@ async def test_best_variant_is_published(warm_model: Callable[..., Path], tmp_pa
         rollouts = await stack.store.query_rollouts()
         approved = await stack.store.get_approved_version("prompt")
 
-    assert best.resource.template == "Say b." and score >= 0.9, (best.resource.template, score)
+    assert best.resource.template == "Say b." and score >= 0.8, (best.resource.template, score)
     assert latest.version_id == best.version_id and best.parent_id == root.version_id
     assert history[-1].reason.startswith("best of 3 variants") and history[-1].actor == "best_of_n"
     assert approved.version_id == root.version_id  # the algorithm proposes; only the gate approves
