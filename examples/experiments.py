@@ -85,6 +85,20 @@ SMOLLM2_EXPERIMENTS = (
         "seed{seed}",
         ("--framework", "autogen"),
     ),
+    Experiment(
+        "sql",
+        "text-to-SQL (function calling), 108 held-out",
+        "LangGraph",
+        "examples/sql/demo_smollm2.py",
+        "seed{seed}",
+    ),
+    Experiment(
+        "rag",
+        "retrieval QA (function calling), 144 held-out",
+        "OpenAI Agents SDK",
+        "examples/rag/demo_smollm2.py",
+        "seed{seed}",
+    ),
 )
 EXPERIMENTS_BY_MODEL = {"tiny": EXPERIMENTS, "smollm2": SMOLLM2_EXPERIMENTS}
 

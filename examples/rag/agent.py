@@ -11,7 +11,6 @@ it retrieved? (as examples/calc does: a faithful answer is then not blamed for a
 from __future__ import annotations
 
 import asyncio
-import functools
 import weakref
 from typing import Any
 
@@ -32,15 +31,26 @@ from openai import AsyncOpenAI
 from runner import emit_reward
 
 try:  # when run from examples/rag as a script directory
-    from tasks import SYSTEM, TOOL_DESCRIPTIONS, World, exact_match, f1, last_word, make_world
+    from tasks import NATURAL_SYSTEM, SYSTEM, TOOL_DESCRIPTIONS, World, exact_match, f1, last_word, world_for
 except ImportError:  # pragma: no cover - imported as a package
-    from examples.rag.tasks import SYSTEM, TOOL_DESCRIPTIONS, World, exact_match, f1, last_word, make_world
+    from examples.rag.tasks import (
+        NATURAL_SYSTEM,
+        SYSTEM,
+        TOOL_DESCRIPTIONS,
+        World,
+        exact_match,
+        f1,
+        last_word,
+        world_for,
+    )
 
 set_tracing_disabled(True)  # the SDK would otherwise export its traces to OpenAI's platform
 
 MAX_TURNS = 4
 """Model calls per question at most: two searches and the answer need three."""
 MAX_TOKENS = 32
+NATURAL_MAX_TOKENS = 64
+"""A real model's `<tool_call>` block with its JSON is ~30 tokens."""
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 
@@ -52,11 +62,6 @@ def shared_http() -> httpx.AsyncClient:
     if client is None:
         client = _POOLS[loop] = httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=None))
     return client
-
-
-@functools.lru_cache(maxsize=8)
-def world_of(seed: int) -> World:
-    return make_world(seed)
 
 
 def search_tools(world: World, log: list[tuple[str, str, str]] | None = None) -> list[FunctionTool]:
@@ -80,7 +85,9 @@ def search_tools(world: World, log: list[tuple[str, str, str]] | None = None) ->
     return [search_companies, search_people]
 
 
-async def answer(llm: Any, question: str, world: World) -> tuple[str | None, list[tuple[str, str, str]], int]:
+async def answer(
+    llm: Any, question: str, world: World, *, instructions: str = SYSTEM, max_tokens: int = MAX_TOKENS
+) -> tuple[str | None, list[tuple[str, str, str]], int]:
     """Run the agent on `question`: (final answer or None when it failed, its searches, its model calls)."""
     searches: list[tuple[str, str, str]] = []
     client = AsyncOpenAI(
@@ -88,10 +95,10 @@ async def answer(llm: Any, question: str, world: World) -> tuple[str | None, lis
     )
     agent = Agent(
         name="rag",
-        instructions=SYSTEM,
+        instructions=instructions,
         tools=search_tools(world, searches),
         model=OpenAIChatCompletionsModel(model=llm.model, openai_client=client),
-        model_settings=ModelSettings(max_tokens=MAX_TOKENS),
+        model_settings=ModelSettings(max_tokens=max_tokens),
     )
     try:
         result = await Runner.run(
@@ -103,7 +110,24 @@ async def answer(llm: Any, question: str, world: World) -> tuple[str | None, lis
 
 
 async def rag_agent(task: dict[str, Any], resources: Any) -> float:
-    prediction, searches, calls = await answer(resources.llm, task["question"], world_of(task["world"]))
+    """The toy model's form: instructions that ask it to name the relation and collection first."""
+    return rewarded(task, *await answer(resources.llm, task["question"], world_for(task["world"])))
+
+
+async def rag_natural_agent(task: dict[str, Any], resources: Any) -> float:
+    """The same agent as a user writes it for a real model: plain instructions (`NATURAL_SYSTEM`), room
+    for a `<tool_call>` block (examples/rag/demo_smollm2.py)."""
+    world = world_for(task["world"])
+    outcome = await answer(
+        resources.llm, task["question"], world, instructions=NATURAL_SYSTEM, max_tokens=NATURAL_MAX_TOKENS
+    )
+    return rewarded(task, *outcome)
+
+
+def rewarded(
+    task: dict[str, Any], prediction: str | None, searches: list[tuple[str, str, str]], calls: int
+) -> float:
+    """Emit the run's step rewards; return the episode's (exact match)."""
     if prediction is None:
         emit_reward(0.0, name="f1")
         return 0.0

@@ -13,6 +13,7 @@ the wrong collection for a name therefore finds nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -299,3 +300,73 @@ def vocabulary() -> list[str]:
     lines += [tool_call_text(c, w) for c in COLLECTIONS for w in (*COMPANIES, *PEOPLE, *CITIES)]
     lines += [thought_text(w, c) for words in HOP_WORDS.values() for w in words for c in COLLECTIONS]
     return lines
+
+
+# ---- the natural form, for a real pretrained model (examples/rag/demo_smollm2.py) -----------------
+
+NATURAL_SYSTEM = "Answer the user's question with one word. Use the search tools to find the facts."
+TRAIN_WORLDS = 16
+HELDOUT_WORLDS = 3
+"""Worlds a real-model run trains on and is held out on: 48 questions a world, 144 held-out."""
+
+
+def natural_split(
+    seed: int, train_worlds: int = TRAIN_WORLDS, heldout_worlds: int = HELDOUT_WORLDS
+) -> tuple[list[RagTask], list[RagTask]]:
+    """Every question of `train_worlds` worlds to train on, every question of `heldout_worlds` OTHER
+    worlds held out: the same names with other founders and birthplaces, so a held-out answer is
+    found by searching, never remembered from training."""
+    base = 10_000 * (seed + 1)
+    train = [t for k in range(train_worlds) for t in all_tasks(make_world(base + k), base + k)]
+    held = [base + 1000 + k for k in range(heldout_worlds)]
+    return train, [t for w in held for t in all_tasks(make_world(w), w)]
+
+
+def natural_conversation(question: str, searches: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """The messages the Agents SDK sends after `searches` ((collection, query, result) each) with
+    `NATURAL_SYSTEM`: a call alone in its assistant message, no words before it."""
+    messages: list[dict[str, Any]] = [
+        {"content": NATURAL_SYSTEM, "role": "system"},
+        {"role": "user", "content": question},
+    ]
+    for i, (collection, query, result) in enumerate(searches):
+        call_id = f"call_{i}"
+        function = {"name": tool_name(collection), "arguments": json.dumps({"query": query})}
+        messages.append(
+            {"role": "assistant", "tool_calls": [{"id": call_id, "type": "function", "function": function}]}
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    return messages
+
+
+def natural_demonstrations(
+    tasks: list[RagTask], seed: int, count: int, random_collection: bool = True
+) -> list[tuple[list[dict[str, Any]], str, list[dict[str, Any]]]]:
+    """Warm-up data for a real model, `count` calls: each hop's search of the name (the question's, then
+    the one the last sentence gave) in a collection picked AT RANDOM (`random_collection`: the format
+    only, RL learns which) or the right one, then the answer copying the last sentence's fact."""
+    from lightningrl.serving.tool_prompt import tool_call_block  # transformers: not for the agent's import
+
+    rng = random.Random(seed)
+    tools = tool_params()
+    out: list[tuple[list[dict[str, Any]], str, list[dict[str, Any]]]] = []
+    while len(out) < count:
+        task = rng.choice(tasks)
+        world = world_for(task.world)
+        searches: list[tuple[str, str, str]] = []
+        subject = task.entity
+        for hop in range(task.hops):
+            collection = rng.choice(COLLECTIONS) if random_collection else task.collections[hop]
+            call = tool_call_block({"name": tool_name(collection), "arguments": {"query": subject}})
+            out.append((natural_conversation(task.question, searches), call, tools))
+            result = world.search(collection, subject)
+            searches.append((collection, subject, result))
+            if result != NO_RESULT:
+                subject = last_word(result)
+        out.append((natural_conversation(task.question, searches), last_word(searches[-1][2]), tools))
+    return out[:count]
+
+
+@functools.lru_cache(maxsize=64)
+def world_for(seed: int) -> World:
+    return make_world(seed)

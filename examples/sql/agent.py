@@ -38,15 +38,26 @@ try:  # imported as a package (tests, the demo)
         CHECKER_SYSTEM,
         SQL_LOCK,
         WRITER_TURNS,
+        natural_writer_system,
         open_database,
         run_sql,
         writer_system,
     )
 except ImportError:  # pragma: no cover - examples/sql as the script directory
-    from tasks import CHECKER_SYSTEM, SQL_LOCK, WRITER_TURNS, open_database, run_sql, writer_system
+    from tasks import (
+        CHECKER_SYSTEM,
+        SQL_LOCK,
+        WRITER_TURNS,
+        natural_writer_system,
+        open_database,
+        run_sql,
+        writer_system,
+    )
 
 AGENT_HEADER = "x-lightningrl-agent-name"
 WRITER_MAX_TOKENS = 40
+NATURAL_WRITER_MAX_TOKENS = 64
+"""A real model's `<tool_call>` block with its JSON is ~35 tokens."""
 CHECKER_MAX_TOKENS = 3
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
@@ -113,9 +124,11 @@ class State(TypedDict):
     verdict: str
 
 
-def build_graph(llm: Any, conn: sqlite3.Connection, log: list[tuple[str, bool, str]]) -> Any:
+def build_graph(
+    llm: Any, conn: sqlite3.Connection, log: list[tuple[str, bool, str]], writer_max_tokens: int
+) -> Any:
     tools = make_tools(conn, log)
-    writer = role_model(llm, "writer", WRITER_MAX_TOKENS).bind_tools(tools)
+    writer = role_model(llm, "writer", writer_max_tokens).bind_tools(tools)
     checker = role_model(llm, "checker", CHECKER_MAX_TOKENS)
 
     async def write(state: State) -> dict[str, Any]:
@@ -149,16 +162,20 @@ def build_graph(llm: Any, conn: sqlite3.Connection, log: list[tuple[str, bool, s
     return graph.compile()
 
 
-async def answer(llm: Any, task: dict[str, Any]) -> dict[str, Any]:
-    """Run the graph on one task: the queries it ran, the writer's calls, the checker's verdict, and
-    whether the last query's rows equal the gold query's."""
+async def answer(
+    llm: Any, task: dict[str, Any], *, system: str | None = None, writer_max_tokens: int = WRITER_MAX_TOKENS
+) -> dict[str, Any]:
+    """Run the graph on one task (the writer's system message `system`, default the toy model's): the
+    queries it ran, the writer's calls, the checker's verdict, and whether the last query's rows equal
+    the gold query's."""
     conn = open_database(task["db"], task["variant"])
     log: list[tuple[str, bool, str]] = []
     try:
-        graph = build_graph(llm, conn, log)
+        graph = build_graph(llm, conn, log, writer_max_tokens)
+        system = system or writer_system(task["db"])
         state = await graph.ainvoke(
             {
-                "messages": [SystemMessage(writer_system(task["db"])), HumanMessage(task["question"])],
+                "messages": [SystemMessage(system), HumanMessage(task["question"])],
                 "question": task["question"],
                 "writer_calls": 0,
                 "verdict": "",
@@ -187,7 +204,21 @@ async def answer(llm: Any, task: dict[str, Any]) -> dict[str, Any]:
 
 
 async def sql_agent(task: dict[str, Any], resources: Any) -> float:
-    outcome = await answer(resources.llm, task)
+    """The toy model's form: a system message that asks for the aggregate's name before the query."""
+    return rewarded(await answer(resources.llm, task))
+
+
+async def sql_natural_agent(task: dict[str, Any], resources: Any) -> float:
+    """The same graph as a user writes it for a real model: the schema and the job in the system
+    message (`natural_writer_system`), room for a `<tool_call>` block (examples/sql/demo_smollm2.py)."""
+    system = natural_writer_system(task["db"])
+    return rewarded(
+        await answer(resources.llm, task, system=system, writer_max_tokens=NATURAL_WRITER_MAX_TOKENS)
+    )
+
+
+def rewarded(outcome: dict[str, Any]) -> float:
+    """Emit the outcome's step rewards; return the episode's."""
     for (_, ran, _), call in zip(outcome["queries"], outcome["sent_by"], strict=False):
         emit_reward(1.0 if ran else 0.0, name="query_ran", step=call, primary=False)
     if outcome["verdict"] is not None:  # the checker's call comes after every writer call

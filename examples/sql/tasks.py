@@ -287,3 +287,44 @@ def vocabulary(tools: list[dict[str, Any]]) -> list[str]:
             lines.append(f"<tool_response>\n{run_sql(open_database(db, 0), sql)[1]}\n</tool_response>")
     lines.append("error: no such table: x; near syntax error; incomplete input; misuse of aggregate")
     return lines
+
+
+# ---- the natural form, for a real pretrained model (examples/sql/demo_smollm2.py) -----------------
+
+NATURAL_WRITER_SYSTEM = (
+    "You are a SQLite assistant. The database has one table, {table}, with the columns name, {c1} and "
+    "{c2}. Answer the user's question by calling run_query with one SQL query."
+)
+
+
+def natural_writer_system(db: str) -> str:
+    """A writer's system message as a user would write it: the schema and the job, no thought format."""
+    table, (c1, c2) = SCHEMAS[db]
+    return NATURAL_WRITER_SYSTEM.format(table=table, c1=c1, c2=c2)
+
+
+def natural_sql(aggregate: str, column: str, table: str) -> str:
+    return f"SELECT {aggregate}({column}) FROM {table}"
+
+
+def natural_demonstrations(
+    tasks: list[SqlTask], tools: list[dict[str, Any]], seed: int, count: int, random_aggregate: bool = True
+) -> list[tuple[list[dict[str, str]], str, list[dict[str, Any]]]]:
+    """Warm-up data for a real model: the writer's first call (the natural system message, the question,
+    the tools as LangChain offers them) answered by a `run_query` call on the question's table and
+    column, with the aggregate picked AT RANDOM (`random_aggregate`: the format only, RL learns which)
+    or the right one."""
+    from lightningrl.serving.tool_prompt import tool_call_block  # transformers: not for the agent's import
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        task = rng.choice(tasks)
+        aggregate = rng.choice(list(AGGREGATES)) if random_aggregate else task.aggregate
+        messages = [
+            {"role": "system", "content": natural_writer_system(task.db)},
+            {"role": "user", "content": task.question},
+        ]
+        call = {"name": "run_query", "arguments": {"sql": natural_sql(aggregate, task.column, task.table)}}
+        out.append((messages, tool_call_block(call), tools))
+    return out

@@ -172,3 +172,23 @@ def test_rag_agent_trains_through_the_proxy(warm_model: Path, tmp_path: Path) ->
             assert messages[-1]["content"] == world.search(name.removeprefix("search_"), arguments["query"])
             executed += 1
     assert executed > 0, "no search was parsed and executed"
+
+
+def test_natural_split_holds_out_whole_worlds_and_right_searches_answer_every_question() -> None:
+    """The real model's tasks: held-out questions come from worlds never trained on (≥ 100, every kind);
+    the warm-up's chain of searches, with the right collections, ends on every question's answer."""
+    from examples.rag.tasks import KINDS, natural_demonstrations, natural_split
+
+    train, heldout = natural_split(SEED)
+    assert len(heldout) >= 100 and {t.kind for t in heldout} == set(KINDS)
+    assert not {t.world for t in train} & {t.world for t in heldout}
+    world = [t for t in heldout if t.world == heldout[0].world]  # a question is asked once a world
+    right = natural_demonstrations(world, SEED, 400, random_collection=False)
+    answers = [(m[1]["content"], text) for m, text, _ in right if not text.startswith("<tool_call>")]
+    gold = {t.question: t.answer for t in world}
+    assert len(answers) > 100 and all(text == gold[question] for question, text in answers)
+    assert len({text for _, text in answers}) > 5  # people and cities, not one name
+    calls = [
+        text for _, text, _ in natural_demonstrations(train, SEED, 200) if text.startswith("<tool_call>")
+    ]
+    assert {json.loads(c.split("\n")[1])["name"] for c in calls} == {"search_companies", "search_people"}

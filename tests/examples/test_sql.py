@@ -186,3 +186,30 @@ def test_fit_trains_the_writer_only(tmp_path: Path, warm_model, read_store) -> N
     assert sum(r["credit/calls_used"] for r in steps) == roles.count("writer")
     assert any(r.get("update/sequences", 0) > 0 for r in steps)
     assert json.dumps(result.metrics)  # plain numbers, as metrics.csv holds them
+
+
+def test_natural_demonstrations_call_run_query_on_the_questions_column() -> None:
+    """The real model's warm-up: LangChain's tools, a `run_query` block on the question's table and column;
+    with the right aggregate its rows are the gold rows, at random every aggregate appears."""
+    from examples.sql.tasks import natural_demonstrations, natural_writer_system
+
+    tools = tool_schemas()
+    train, heldout = split_tasks(0)
+    assert len(heldout) >= 100
+    by_question = {t.question: t for t in train}
+    for random_aggregate in (False, True):
+        seen = set()
+        for messages, text, offered in natural_demonstrations(train, tools, 0, 40, random_aggregate):
+            assert offered == tools and text.startswith("<tool_call>\n") and text.endswith("\n</tool_call>")
+            call = json.loads(text.removeprefix("<tool_call>\n").removesuffix("\n</tool_call>"))
+            task = by_question[messages[1]["content"]]
+            assert messages[0]["content"] == natural_writer_system(task.db)
+            assert (
+                call["name"] == "run_query"
+                and f"({task.column}) FROM {task.table}" in call["arguments"]["sql"]
+            )
+            conn = open_database(task.db, task.variant)
+            same = run_sql(conn, call["arguments"]["sql"]) == run_sql(conn, task.gold_sql)
+            assert same or random_aggregate, call
+            seen.add(call["arguments"]["sql"].split("(")[0].removeprefix("SELECT "))
+        assert seen == set(AGGREGATES), seen  # 40 draws of each kind: every aggregate (right or random)
