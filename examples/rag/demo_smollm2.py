@@ -43,7 +43,8 @@ def as_rows(tasks: list[RagTask]) -> list[dict]:
 
 def main(args: argparse.Namespace) -> None:
     train, heldout = natural_split(args.seed)
-    random.Random(args.seed).shuffle(train)  # --train-tasks keeps a mix of worlds and kinds
+    random.Random(args.seed).shuffle(train)  # --train-tasks and --heldout keep a mix of worlds and kinds
+    random.Random(args.seed + 1).shuffle(heldout)
 
     def demonstrations(count: int) -> list[tuple]:
         random_collection = args.warmup_demos == "random"
