@@ -26,8 +26,7 @@ def multiply(a: int, b: int) -> int:
 def agent(task: dict, llm) -> float:
     chat = ChatOpenAI(model=llm.model, base_url=llm.base_url, api_key=llm.api_key, max_tokens=40)
     chat, messages = chat.bind_tools([add, multiply]), [SystemMessage(SYSTEM), HumanMessage(task["question"])]
-    reply = chat.invoke(messages)
-    for call in reply.tool_calls[:1]:  # run the tool it called, send its result back, take the answer
+    for call in (reply := chat.invoke(messages)).tool_calls[:1]:  # run its tool, send the result back
         tool_ = {"add": add, "multiply": multiply}.get(call["name"])
         result = tool_.invoke(call["args"]) if tool_ and set(call["args"]) == {"a", "b"} else "error"
         reply = chat.invoke([*messages, reply, ToolMessage(str(result), tool_call_id=call["id"])])

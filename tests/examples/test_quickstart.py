@@ -36,6 +36,42 @@ CONFIG = {
 SAMPLING = {"val": {"temperature": 0.0}}
 
 
+def code_lines(path: Path) -> int:
+    """Lines holding code: not blank, not only a comment, not the module docstring (a tool's docstring
+    counts: it is the description the model reads)."""
+    import ast
+    import io
+    import tokenize
+
+    text = path.read_text()
+    first = ast.parse(text).body[0]
+    docstring = range(first.lineno, first.end_lineno + 1) if isinstance(first, ast.Expr) else range(0)
+    skipped = {
+        tokenize.COMMENT,
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENDMARKER,
+    }
+    lines = {
+        line
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type not in skipped
+        for line in range(token.start[0], token.end[0] + 1)
+    }
+    return len(lines - set(docstring))
+
+
+def test_the_quickstart_is_at_most_30_lines_of_code(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        '"""Doc\nstring."""\n\n# a comment\ndef f(x):\n    """What f does."""\n    return (x +\n            1)\n'
+    )
+    assert code_lines(sample) == 4  # def, its docstring, the return's two lines
+    assert code_lines(REPO_ROOT / "examples" / "quickstart" / "train.py") <= 30
+
+
 def test_tasks_keep_the_held_out_pairs_out_of_training() -> None:
     held = {(t["op"], t["a"], t["b"]) for t in tasks("heldout")}
     assert len(held) == 40 and {op for op, _, _ in held} == {"plus", "times"}
