@@ -1,18 +1,22 @@
 """The paper's experiments in miniature: run each example demo a few times and print one table.
 
-    .venv/bin/python examples/experiments.py [--runs 3] [--only calc,sql] [--model tiny|smollm2] [--output DIR]
+    .venv/bin/python examples/experiments.py [--runs 3] [--only calc,sql] [--model tiny|smollm2] [--output DIR] [--resume]
 
 Each demo runs as its own process, one at a time, with its default settings and seeds 0..runs-1; its
 last line (`held-out success: before X after Y (seed S, N RL steps, W s wall)`) is the result. The
 table (markdown, also written to `<output>/table.md`) gives per task: framework, model size, held-out
 before -> after as min / median / max over the runs, steps and wall (median). Per task,
-`<output>/<task>.png` overlays every run's train reward and held-out success per step.
+`<output>/<task>.png` overlays every run's train reward and held-out success per step. Each finished
+run leaves `<task>-seed<S>.json` (its command line, commit and wall) beside its log, so that a stopped
+invocation goes on with `--resume`: the same command line again runs only what is missing, and refuses
+a finished run made with another command line or at another commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import os
 import re
@@ -22,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LAST_LINE = re.compile(
@@ -130,19 +135,60 @@ def parameter_count(model_dir: Path) -> int | None:
     return total
 
 
-def run_one(experiment: Experiment, seed: int, output: Path, extra: list[str]) -> RunResult:
-    """Run one demo to its end; raise naming the demo when its last line is missing."""
+def source_version() -> str:
+    """The commit the runs use, `+changes` when the work tree differs from it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def closing_line(log: Path) -> re.Match[str] | None:
+    match = None
+    if log.exists():
+        for line in log.read_text().splitlines():
+            match = LAST_LINE.search(line) or match
+    return match
+
+
+def finished_run(log: Path, record: dict[str, Any]) -> float | None:
+    """A run an earlier, stopped part of this invocation finished (`--resume`): its wall, or None when
+    it has to run. Refuses one made with another command line or at another commit."""
+    sidecar = log.with_suffix(".json")
+    if not (sidecar.exists() and closing_line(log)):
+        return None
+    earlier = json.loads(sidecar.read_text())
+    for key, value in record.items():
+        if earlier.get(key) != value:
+            raise SystemExit(
+                f"--resume: {log.name} was run with {key} {earlier.get(key)!r}, this invocation has {value!r}; "
+                "use another --output to start afresh"
+            )
+    return float(earlier["wall"])
+
+
+def run_one(
+    experiment: Experiment, seed: int, output: Path, extra: list[str], *, resume: bool = False
+) -> RunResult:
+    """Run one demo to its end (with `resume`, reuse its finished run); raise naming the demo when its
+    last line is missing."""
     out = output / experiment.name
     log = output / f"{experiment.name}-seed{seed}.log"
     command = [sys.executable, experiment.script, "--seed", str(seed), "--output", str(out), *experiment.args]
-    started = time.perf_counter()
-    with log.open("w") as fh:
-        code = subprocess.call([*command, *extra], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
-    match = None
-    for line in log.read_text().splitlines():
-        match = LAST_LINE.search(line) or match
-    if code != 0 or match is None:
-        raise SystemExit(f"{experiment.script} --seed {seed} failed (exit {code}); see {log}")
+    record = {"command": [Path(command[0]).name, *command[1:], *extra], "version": source_version()}
+    wall = finished_run(log, record) if resume else None
+    if wall is None:
+        started = time.perf_counter()
+        with log.open("w") as fh:
+            code = subprocess.call([*command, *extra], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+        wall = time.perf_counter() - started
+        if code != 0 or closing_line(log) is None:
+            raise SystemExit(f"{experiment.script} --seed {seed} failed (exit {code}); see {log}")
+        log.with_suffix(".json").write_text(json.dumps(record | {"wall": wall}) + "\n")
+    match = closing_line(log)
+    assert match is not None
     run_dir = out / experiment.run_dir.format(seed=seed)
     metrics = run_dir / "metrics.csv"
     first, last = first_and_last_slices(metrics)
@@ -150,7 +196,7 @@ def run_one(experiment: Experiment, seed: int, output: Path, extra: list[str]) -
         before=float(match["before"]),
         after=float(match["after"]),
         steps=int(match["steps"]),
-        wall=time.perf_counter() - started,
+        wall=wall,
         params=parameter_count(run_dir / "model-warmup"),
         metrics_csv=metrics if metrics.exists() else None,
         slices_before=first,
@@ -270,6 +316,12 @@ def main(argv: list[str] | None = None) -> None:
         help="tiny: the 0.7M-parameter models built here; smollm2: the real SmolLM2-135M-Instruct",
     )
     parser.add_argument("--output", default=None, help="default: runs/experiments (runs/experiments-smollm2)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a stopped invocation in --output: reuse each run it finished (same command, same "
+        "commit, refused otherwise), run the rest",
+    )
     args, extra = parser.parse_known_args(argv)
     if args.output is None:
         args.output = "runs/experiments" if args.model == "tiny" else f"runs/experiments-{args.model}"
@@ -284,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
     for experiment in chosen:
         rows[experiment] = []
         for seed in range(args.runs):
-            result = run_one(experiment, seed, output, extra)
+            result = run_one(experiment, seed, output, extra, resume=args.resume)
             rows[experiment].append(result)
             print(
                 f"{experiment.name} seed {seed}: held-out {result.before:.2f} -> {result.after:.2f}, "

@@ -19,24 +19,19 @@ def test_one_run_of_the_calc_demo_makes_the_table_and_the_curve(tmp_path: Path) 
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
     env |= {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out = tmp_path / "experiments"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "examples/experiments.py",
-            "--only",
-            "calc",
-            "--runs",
-            "1",
-            "--output",
-            str(out),
-            *SHORT,
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+
+    def experiments(*extra: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+        command = ["examples/experiments.py", "--only", "calc", "--runs", "1", "--output", str(out), *SHORT]
+        return subprocess.run(
+            [sys.executable, *command, *extra],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+
+    done = experiments(timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     table = (out / "table.md").read_text().splitlines()
@@ -48,6 +43,18 @@ def test_one_run_of_the_calc_demo_makes_the_table_and_the_curve(tmp_path: Path) 
     assert "held-out success: before" in (out / "calc-seed0.log").read_text()
     assert (out / "calc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "calc" / "seed0" / "metrics.csv").exists()
+
+    # A stopped invocation goes on with --resume: the finished run is reused, not run again.
+    log = out / "calc-seed0.log"
+    before = log.stat().st_mtime_ns
+    again = experiments("--resume")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert log.stat().st_mtime_ns == before
+    assert (out / "table.md").read_text().splitlines()[2] == table[2]
+    # ... and one made with another command line is refused, by name.
+    refused = experiments("--lr", "1", "--resume")
+    assert refused.returncode == 1 and "--resume: calc-seed0.log was run with command" in refused.stderr
+    assert log.stat().st_mtime_ns == before
 
 
 def test_an_unknown_demo_is_refused_by_name() -> None:

@@ -57,6 +57,12 @@ def add_real_model_flags(p: argparse.ArgumentParser, defaults: RealModelDefaults
         default=defaults.micro_batch,
         help="sequences a forward/backward (8 of ~430 tokens: ~22 GB)",
     )
+    p.add_argument(
+        "--param-dtype",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="the actor's compute dtype (bf16: fp32 master weights, ~1.5x faster updates on this CPU)",
+    )
     p.add_argument("--workers", type=int, default=defaults.workers, help="rollouts in flight")
     p.add_argument("--train-tasks", type=int, default=defaults.train_tasks, help="train tasks drawn from")
     p.add_argument(
@@ -94,6 +100,7 @@ def real_model_rl_config(args: argparse.Namespace, *, balance_by: str, **fields:
             "micro_batch_size": args.micro_batch,
             "mini_batch_size": None,
             "ppo_epochs": 1,
+            **({"param_dtype": "bf16"} if args.param_dtype == "bf16" else {}),
         },
         **fields,
     }

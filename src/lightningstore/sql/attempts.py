@@ -54,7 +54,11 @@ class SqlAttempts(SqlPart):
                 if latest is None:
                     raise NotFoundError("attempt", f"latest of rollout {rollout_id}")
                 target_id = latest.attempt_id
-            attempt = self._life.get_attempt(conn, rollout_id, target_id)
+            locked = None
+            if new_status is UNSET:
+                attempt = self._life.get_attempt(conn, rollout_id, target_id)
+            else:  # its rollout, locked, in the same round trip: ending the attempt reads it
+                attempt, locked = self._life.get_attempt_ending(conn, rollout_id, target_id)
             if values:  # rare: built per call
                 conn.execute(
                     sa.update(tables.attempts)
@@ -63,7 +67,9 @@ class SqlAttempts(SqlPart):
                 )
                 attempt = attempt.model_copy(update=values)
             if new_status is not UNSET and new_status != attempt.status:
-                attempt = self._life.finish_attempt(conn, attempt, new_status, attempt.failure_reason)
+                attempt = self._life.finish_attempt(
+                    conn, attempt, new_status, attempt.failure_reason, locked=locked
+                )
             return attempt
 
         return await self._db.write(_tx)

@@ -73,8 +73,10 @@ class SpanWriter:
 
     def store_spans(self, conn: sa.Connection, batch: SpanBatch) -> dict[SpanKey, Span]:
         """Insert a batch inside a write transaction: check and touch each attempt, wake preparing ones."""
-        # One statement per attempt checks it and records the spans as its heartbeat.
         now = self._db.now()
+        if len(batch.rows) == 1 and self._db.dialect == "postgresql":
+            return self._store_one_span(conn, batch, now)
+        # One statement per attempt checks it and records the spans as its heartbeat.
         owners: dict[str, Row] = {}
         for attempt_id in batch.attempt_ids:
             row = statements.TOUCH_ATTEMPT.run(conn, {"p_attempt_id": attempt_id, "p_time": now}).first()
@@ -93,6 +95,21 @@ class SpanWriter:
             self._wake_by_span(conn, owner)
         return stored
 
+    def _store_one_span(self, conn: sa.Connection, batch: SpanBatch, now: float) -> dict[SpanKey, Span]:
+        """PostgreSQL, one span (the proxy's and the tracer's usual call): touch, check and insert in one
+        round trip, then wake the attempt as `store_spans` does."""
+        ((key, span),) = batch.unique.items()
+        params = {**batch.rows[0], "p_attempt_id": span.attempt_id, "p_time": now}
+        owner = statements.TOUCH_AND_INSERT_SPAN.run(conn, params).first()
+        self._check_span_owners([span], {span.attempt_id: owner} if owner is not None else {})
+        assert owner is not None
+        if owner["sequence_id"] is None:  # a repeat returns the stored copy, not the one sent again
+            stored = self._select_spans(conn, [key])
+        else:
+            stored = {key: Span.model_construct(**span.__dict__, sequence_id=owner["sequence_id"])}
+        self._wake_by_span(conn, owner)
+        return stored
+
     @staticmethod
     def _check_span_owners(spans: Any, owners: dict[str, Row]) -> None:
         for span in spans:
@@ -106,16 +123,9 @@ class SpanWriter:
                 )
 
     def _wake_by_span(self, conn: sa.Connection, owner: Row) -> None:
-        """The first span of a preparing attempt (or one of an unresponsive one) moves it; only then
-        is the whole attempt read."""
-        if owner["status"] not in _WAKING:
-            return
-        attempt = self._life.get_attempt(conn, owner["rollout_id"], owner["attempt_id"])
-        status = self._life.wake(conn, attempt)
-        if status != attempt.status:
-            statements.SET_ATTEMPT_STATUS.run(
-                conn, {"p_attempt_id": attempt.attempt_id, "p_status": status.value}
-            )
+        """The first span of a preparing attempt (or one of an unresponsive one) moves it."""
+        if owner["status"] in _WAKING:
+            self._life.revive(conn, AttemptStatus(owner["status"]), owner["rollout_id"], owner["attempt_id"])
 
     def _select_spans(self, conn: sa.Connection, keys: list[SpanKey]) -> dict[SpanKey, Span]:
         result: dict[SpanKey, Span] = {}

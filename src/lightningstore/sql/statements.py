@@ -53,18 +53,23 @@ INSERT_ROLLOUT_IF_NEW = Prepared(
 back when its id is already stored."""
 
 
-def _set_ending(table: sa.Table, key: str) -> Prepared:
-    """Set the status, end time and failure reason of the row whose `key` is bound as `p_<key>`."""
-    return Prepared(
+def _set_ending(table: sa.Table, key: str, prefix: str = "p_") -> sa.Update:
+    """Set the status, end time and failure reason of the row whose `key` is bound as `<prefix><key>`
+    (and the values as `<prefix>status`, ...)."""
+    return (
         sa.update(table)
-        .where(table.c[key] == _b(f"p_{key}"))
-        .values(status=_b("p_status"), end_time=_b("p_end_time"), failure_reason=_b("p_failure_reason"))
+        .where(table.c[key] == _b(f"{prefix}{key}"))
+        .values(
+            status=_b(f"{prefix}status"),
+            end_time=_b(f"{prefix}end_time"),
+            failure_reason=_b(f"{prefix}failure_reason"),
+        )
     )
 
 
-SET_ROLLOUT_STATUS = _set_ending(R, "rollout_id")
+SET_ROLLOUT_STATUS = Prepared(_set_ending(R, "rollout_id"))
 # The rollout follows its attempt from preparing to running only while that attempt is current.
-START_RUNNING = Prepared(
+_START_RUNNING = (
     sa.update(R)
     .where(
         R.c.rollout_id == _b("p_rollout_id"),
@@ -73,7 +78,8 @@ START_RUNNING = Prepared(
     )
     .values(status=RolloutStatus.RUNNING.value)
 )
-CLAIM_ROLLOUT = Prepared(
+START_RUNNING = Prepared(_START_RUNNING)
+_CLAIM_ROLLOUT = (
     sa.update(R)
     .where(R.c.rollout_id == _b("p_rollout_id"))
     .values(
@@ -83,6 +89,7 @@ CLAIM_ROLLOUT = Prepared(
         current_attempt_id=_b("p_attempt_id"),
     )
 )
+CLAIM_ROLLOUT = Prepared(_CLAIM_ROLLOUT)
 
 
 def _oldest_waiting_sqlite() -> sa.Select[Any]:
@@ -117,6 +124,14 @@ OLDEST_WAITING = {
 # ---- attempts -------------------------------------------------------------------------------
 
 SELECT_ATTEMPT = Prepared(sa.select(A).where(A.c.attempt_id == _b("attempt_id")))
+SELECT_ATTEMPT_ENDING = Prepared(
+    sa.select(A, *(column.label(f"r_{column.key}") for column in R.c))
+    .join(R, R.c.rollout_id == A.c.rollout_id)
+    .where(A.c.attempt_id == _b("attempt_id"))
+    .with_for_update(of=R)
+)
+"""An attempt and its rollout (`r_<column>`, row-locked as SELECT_ROLLOUT_FOR_UPDATE) in one read: what
+ending the attempt reads."""
 SELECT_LATEST_ATTEMPT = Prepared(
     sa.select(A).where(A.c.rollout_id == _b("rollout_id")).order_by(A.c.sequence_id.desc()).limit(1)
 )
@@ -132,10 +147,10 @@ SET_ATTEMPT_ALIVE = Prepared(
 SET_ATTEMPT_STATUS = Prepared(
     sa.update(A).where(A.c.attempt_id == _b("p_attempt_id")).values(status=_b("p_status"))
 )
-SET_ATTEMPT_END = _set_ending(A, "attempt_id")
+SET_ATTEMPT_END = Prepared(_set_ending(A, "attempt_id"))
 # A span is a heartbeat of its attempt unless the attempt has ended; its owner and status come
 # back either way, to check the spans against it.
-TOUCH_ATTEMPT = Prepared(
+_TOUCH_ATTEMPT = (
     sa.update(A)
     .where(A.c.attempt_id == _b("p_attempt_id"))
     .values(
@@ -146,6 +161,17 @@ TOUCH_ATTEMPT = Prepared(
     )
     .returning(A.c.attempt_id, A.c.rollout_id, A.c.status)
 )
+TOUCH_ATTEMPT = Prepared(_TOUCH_ATTEMPT)
+_RUNNING_ATTEMPT = (
+    sa.update(A)
+    .where(A.c.attempt_id == _b("p_attempt_id"))
+    .values(status=AttemptStatus.RUNNING.value)
+    .returning(A.c.attempt_id)
+    .cte("running_attempt")
+)
+START_RUNNING_BOTH = Prepared(_START_RUNNING.add_cte(_RUNNING_ATTEMPT))
+"""PostgreSQL: a preparing attempt's first sign of life in one round trip: the attempt runs (its
+CTE), and its rollout follows while the attempt is current (the rowcount says whether it did)."""
 _TIMEOUT = R.c.config["timeout_seconds"].as_float()
 _UNRESPONSIVE = R.c.config["unresponsive_seconds"].as_float()
 SELECT_STALE_ATTEMPTS = Prepared(
@@ -186,6 +212,36 @@ COUNT_ROLLOUT_SPANS = Prepared(
     sa.select(sa.func.count().label("n")).select_from(S).where(S.c.rollout_id == _b("rollout_id"))
 )
 INSERT_SPANS = {"sqlite": _insert_spans(sqlite.insert), "postgresql": _insert_spans(postgresql.insert)}
+
+
+def _touch_and_insert_span() -> Prepared:
+    owner = _TOUCH_ATTEMPT.cte("owner")
+    # Cast, as a SELECT list's parameters have no column type to take (a NULL time would be text).
+    span = sa.select(*(sa.cast(_b(key, type_=S.c[key].type), S.c[key].type) for key in SPAN_COLUMNS)).where(
+        owner.c.rollout_id == _b("rollout_id", type_=S.c.rollout_id.type)
+    )
+    inserted = (
+        postgresql.insert(S)
+        .from_select(SPAN_COLUMNS, span)
+        .on_conflict_do_nothing(index_elements=["attempt_id", "span_id"])
+        .returning(S.c.sequence_id)
+        .cte("inserted")
+    )
+    return Prepared(
+        sa.select(
+            owner.c.attempt_id,
+            owner.c.rollout_id,
+            owner.c.status,
+            sa.select(inserted.c.sequence_id).scalar_subquery().label("sequence_id"),
+        )
+    )
+
+
+TOUCH_AND_INSERT_SPAN = _touch_and_insert_span()
+"""PostgreSQL: one span and its attempt's heartbeat (as TOUCH_ATTEMPT) in one round trip. The span is
+inserted only when the attempt belongs to its rollout; the row back names the attempt's owner and
+status (no row: no such attempt) and the span's new sequence id (NULL: not inserted, i.e. a repeat of
+a stored span, or the attempt is another rollout's)."""
 SELECT_SPANS_BY_ID = sa.select(S).where(
     S.c.attempt_id == _b("attempt_id"), S.c.span_id.in_(_b("span_ids", expanding=True))
 )
@@ -197,22 +253,51 @@ INSERT_REWARD = sa.insert(tables.rewards)
 _WORKER_STATE = ("status", "last_heartbeat_time", "current_rollout_id", "current_attempt_id")
 
 
-def _touch_worker(insert: Callable[[sa.Table], Any]) -> Prepared:
+def _touch_worker_stmt(insert: Callable[[sa.Table], Any], prefix: str = "p_") -> sa.Insert:
     """Create the worker (empty metadata) or set its state, keeping its metadata."""
     stmt = insert(W).values(
-        worker_id=_b("p_worker_id"),
-        status=_b("p_status"),
-        last_heartbeat_time=_b("p_time"),
-        current_rollout_id=_b("p_rollout_id"),
-        current_attempt_id=_b("p_attempt_id"),
+        worker_id=_b(f"{prefix}worker_id"),
+        status=_b(f"{prefix}status"),
+        last_heartbeat_time=_b(f"{prefix}time"),
+        current_rollout_id=_b(f"{prefix}rollout_id"),
+        current_attempt_id=_b(f"{prefix}attempt_id"),
         metadata={},
     )
-    return Prepared(
-        stmt.on_conflict_do_update(
-            index_elements=["worker_id"], set_={name: stmt.excluded[name] for name in _WORKER_STATE}
-        )
+    return stmt.on_conflict_do_update(
+        index_elements=["worker_id"], set_={name: stmt.excluded[name] for name in _WORKER_STATE}
     )
 
 
-TOUCH_WORKER = {"sqlite": _touch_worker(sqlite.insert), "postgresql": _touch_worker(postgresql.insert)}
+TOUCH_WORKER = {
+    "sqlite": Prepared(_touch_worker_stmt(sqlite.insert)),
+    "postgresql": Prepared(_touch_worker_stmt(postgresql.insert)),
+}
 SELECT_WORKER = Prepared(sa.select(W).where(W.c.worker_id == _b("worker_id")))
+
+# ---- PostgreSQL: a store call's writes in one round trip ------------------------------------------
+# Each data-modifying CTE runs exactly once, whatever the main statement reads of it; parameters are
+# named by the part they belong to (`a_`: the new attempt, `r_`: the rollout, `w_`: the worker).
+
+CLAIM_ONE = Prepared(
+    _touch_worker_stmt(postgresql.insert, "w_")
+    .add_cte(sa.insert(A).values({c.key: _b(f"a_{c.key}", type_=c.type) for c in A.c}).cte("new_attempt"))
+    .add_cte(_CLAIM_ROLLOUT.cte("claimed_rollout"))
+)
+"""One claimed rollout: its new attempt (`a_<column>`), the rollout's claim (as CLAIM_ROLLOUT) and its
+worker busy (`w_`, as TOUCH_WORKER)."""
+
+
+def _attempt_ending(rollout: bool, worker: bool) -> Prepared:
+    stmt = _set_ending(A, "attempt_id")
+    if rollout:
+        stmt = stmt.add_cte(_set_ending(R, "rollout_id", "r_").cte("ended_rollout"))
+    if worker:
+        stmt = stmt.add_cte(_touch_worker_stmt(postgresql.insert, "w_").cte("idle_worker"))
+    return Prepared(stmt)
+
+
+ATTEMPT_ENDING = {
+    (rollout, worker): _attempt_ending(rollout, worker) for rollout in (0, 1) for worker in (0, 1)
+}
+"""(rollout moves, worker touched) -> SET_ATTEMPT_END with the rollout's ending (`r_`, as
+SET_ROLLOUT_STATUS) and the worker's state (`w_`, as TOUCH_WORKER) where they are due."""
