@@ -179,16 +179,19 @@ def run_one(
     command = [sys.executable, experiment.script, "--seed", str(seed), "--output", str(out), *experiment.args]
     record = {"command": [Path(command[0]).name, *command[1:], *extra], "version": source_version()}
     wall = finished_run(log, record) if resume else None
+    ran = wall is None
     if wall is None:
         started = time.perf_counter()
         with log.open("w") as fh:
             code = subprocess.call([*command, *extra], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
         wall = time.perf_counter() - started
-        if code != 0 or closing_line(log) is None:
+        if code != 0:
             raise SystemExit(f"{experiment.script} --seed {seed} failed (exit {code}); see {log}")
+    match = closing_line(log)  # a resumed run's log had one (finished_run checked)
+    if match is None:
+        raise SystemExit(f"{experiment.script} --seed {seed} printed no closing line; see {log}")
+    if ran:
         log.with_suffix(".json").write_text(json.dumps(record | {"wall": wall}) + "\n")
-    match = closing_line(log)
-    assert match is not None
     run_dir = out / experiment.run_dir.format(seed=seed)
     metrics = run_dir / "metrics.csv"
     first, last = first_and_last_slices(metrics)
