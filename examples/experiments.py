@@ -7,9 +7,10 @@ last line (`held-out success: before X after Y (seed S, N RL steps, W s wall)`) 
 table (markdown, also written to `<output>/table.md`) gives per task: framework, model size, held-out
 before -> after as min / median / max over the runs, steps and wall (median). Per task,
 `<output>/<task>.png` overlays every run's train reward and held-out success per step. Each finished
-run leaves `<task>-seed<S>.json` (its command line, commit and wall) beside its log, so that a stopped
-invocation goes on with `--resume`: the same command line again runs only what is missing, and refuses
-a finished run made with another command line or at another commit.
+run leaves `<task>-seed<S>.json` (its command line, code version, commit and wall) beside its log, so
+that a stopped invocation goes on with `--resume`: the same command line again runs only what is
+missing, and refuses a finished run made with another command line or another version of the code
+(`CODE_PATHS`; a commit of docs alone does not count).
 """
 
 from __future__ import annotations
@@ -135,14 +136,20 @@ def parameter_count(model_dir: Path) -> int | None:
     return total
 
 
+CODE_PATHS = ("src", "examples", "scripts", "pyproject.toml")
+"""What a run executes: a commit that touches none of them (the README's table, say) keeps `--resume` going."""
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
 def source_version() -> str:
-    """The commit the runs use, `+changes` when the work tree differs from it."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "HEAD") or "unknown"
-    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    """The last commit that changed the code the runs use (`CODE_PATHS`), `+changes` when the work tree
+    differs from it there."""
+    commit = git("log", "-1", "--format=%H", "--", *CODE_PATHS) or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
+    return commit + ("+changes" if changed else "")
 
 
 def closing_line(log: Path) -> re.Match[str] | None:
@@ -155,7 +162,7 @@ def closing_line(log: Path) -> re.Match[str] | None:
 
 def finished_run(log: Path, record: dict[str, Any]) -> float | None:
     """A run an earlier, stopped part of this invocation finished (`--resume`): its wall, or None when
-    it has to run. Refuses one made with another command line or at another commit."""
+    it has to run. Refuses one made with another command line or another version of the code."""
     sidecar = log.with_suffix(".json")
     if not (sidecar.exists() and closing_line(log)):
         return None
@@ -191,7 +198,8 @@ def run_one(
     if match is None:
         raise SystemExit(f"{experiment.script} --seed {seed} printed no closing line; see {log}")
     if ran:
-        log.with_suffix(".json").write_text(json.dumps(record | {"wall": wall}) + "\n")
+        sidecar = record | {"commit": git("rev-parse", "HEAD"), "wall": wall}
+        log.with_suffix(".json").write_text(json.dumps(sidecar) + "\n")
     run_dir = out / experiment.run_dir.format(seed=seed)
     metrics = run_dir / "metrics.csv"
     first, last = first_and_last_slices(metrics)
@@ -323,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
         "--resume",
         action="store_true",
         help="continue a stopped invocation in --output: reuse each run it finished (same command, same "
-        "commit, refused otherwise), run the rest",
+        "code, refused otherwise), run the rest",
     )
     args, extra = parser.parse_known_args(argv)
     if args.output is None:

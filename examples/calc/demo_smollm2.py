@@ -9,7 +9,9 @@ the reply's last number as the answer; no thought before the call. Our inference
 tools into SmolLM2's ChatML prompt and parses its `<tool_call>` blocks back into `tool_calls`
 (docs/serving.md). The instruct model never calls a tool on its own (held-out 0.00), so a short
 supervised warm-up first teaches the call format with the tool picked at random: it carries no
-information about which tool an operation needs, which RL then has to learn.
+information about which tool an operation needs, which RL then has to learn (each tool equally often:
+a skewed draw can leave one tool the choice for every question, and then no group disagrees). GRPO
+groups of 8 rollouts a task by default (the weakest seed: +0.16 with 4, +0.28 with 8).
 
 `--framework autogen` trains an AutoGen `AssistantAgent` instead, with AutoGen's defaults
 (`examples/calc_autogen/agent.calc_autogen_default_agent`): add, sub and mul as Python functions
@@ -92,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the agent: plain openai or AutoGen",
     )
     p.add_argument("--heldout-per-op", type=int, default=40)
-    add_real_model_flags(p, RealModelDefaults(output="runs/calc-smollm2"))
+    add_real_model_flags(p, RealModelDefaults(output="runs/calc-smollm2", n=8))
     return p.parse_args(argv)
 
 

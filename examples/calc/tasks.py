@@ -171,7 +171,8 @@ def tool_demonstrations(
     answers: bool = True,
 ) -> list[tuple]:
     """Warm-up data for the real model: the tool-call format and, with `answers`, copying the result;
-    the tool the operation needs, or with `random_tool` one picked AT RANDOM (the format only).
+    the tool the operation needs, or with `random_tool` one picked AT RANDOM (the format only;
+    each tool once in every round of len(TOOLS) demonstrations).
 
     `system` and `tools` are what the agent sends with its first call (an AutoGen agent's own
     converted FunctionTools, say); without `answers` only first calls are demonstrated (an agent that
@@ -180,9 +181,13 @@ def tool_demonstrations(
 
     rng = random.Random(seed)
     out: list[tuple] = []
+    shuffled_round: list[str] = []
     for _ in range(count // 2 if answers else count):
         task = rng.choice(tasks)
-        name = rng.choice(list(TOOLS)) if random_tool else OPS[task.op]
+        # every tool once a round: a uniform marginal, not a skewed draw
+        if random_tool and not shuffled_round:
+            shuffled_round = rng.sample(list(TOOLS), len(TOOLS))
+        name = shuffled_round.pop() if random_tool else OPS[task.op]
         arguments = json.dumps({"a": task.a, "b": task.b})
         call = {"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}
         first = tool_messages(task.question, system)

@@ -124,3 +124,20 @@ def test_one_rl_step_of_the_autogen_agent_on_the_real_model(tmp_path: Path) -> N
         safe_open(str(run / "model-warmup" / "model.safetensors"), framework="pt") as old,
     ):
         assert (new.get_tensor(name) - old.get_tensor(name)).abs().max().item() > 0.0
+
+
+def test_random_warmup_demonstrations_give_every_tool_equally_often() -> None:
+    """The warm-up's random tool carries no decision and no bias: a skewed draw left AutoGen's seed 2
+    calling one tool for every question before RL, so every group agreed and nothing trained."""
+    from examples.calc.tasks import TOOLS, tool_demonstrations, two_digit_split
+
+    train, _ = two_digit_split(2, 4)
+    demos = tool_demonstrations(train, 2, 48, random_tool=True, answers=False)
+    names = [
+        json.loads(block.split("<tool_call>")[1].split("</tool_call>")[0])["name"] for _, block, _ in demos
+    ]
+    assert sorted(set(names)) == sorted(TOOLS)
+    assert all(names.count(name) == 48 // len(TOOLS) for name in TOOLS), names
+    # ... and no fixed order: the rounds are shuffled, not a cycle the model could learn.
+    rounds = {tuple(names[i : i + len(TOOLS)]) for i in range(0, 48, len(TOOLS))}
+    assert len(rounds) > 1, rounds
