@@ -53,6 +53,10 @@ class LightningRLConfig:
     """Seconds to wait for one step's rollouts before giving up with a clear error."""
     output_dir: Path = Path("runs/lightningrl")
     """Where metrics.csv, reward_curve.png and checkpoints/ go (`fit` sets it to its output_dir)."""
+    keep_checkpoints: int | None = None
+    """Keep only the newest this many step checkpoints in output_dir/checkpoints/ (older ones are
+    deleted after each update; their versions can no longer be served, promoted or resumed from).
+    None keeps every step's: a full SmolLM2-135M checkpoint is ~0.5 GB, ~5 GB over 10 steps."""
     seed: int = 0
     """Seeds the order in which train tasks are drawn."""
     deterministic: bool = False
@@ -97,6 +101,8 @@ class LightningRLConfig:
                 "correction: set trainer.loss.rollout_is_threshold and deterministic=False "
                 "(deterministic runs train without it)"
             )
+        if self.keep_checkpoints is not None and self.keep_checkpoints < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1 or None, got {self.keep_checkpoints!r}")
         if self.val_every < 0:
             raise ValueError(f"val_every must be >= 0, got {self.val_every!r}")
         self.output_dir = Path(self.output_dir)

@@ -85,8 +85,11 @@ def test_fit_trains_then_resumes(model: Path, tmp_path: Path) -> None:
     versions = _versions(out / "store.db")
     assert versions[-1].version_id == first.final_version_id and len(versions) == 3
 
-    second = _fit(model, out, steps=1)
+    second = _fit(model, out, steps=1, keep_checkpoints=1)
     assert [r["step"] for r in second.metrics] == [0, 1, 2, 3]  # no second step-0 validation
+    # Resumed from step-0002, then kept only the newest checkpoint: the one the last version serves.
+    assert second.metrics[-1]["update/checkpoints_pruned"] == 2
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-0003"]
     with first.metrics_csv.open(newline="") as fh:
         assert [int(r["step"]) for r in csv.DictReader(fh)] == [0, 1, 2, 3]
     assert second.last_checkpoint == out / "checkpoints" / "step-0003"

@@ -64,6 +64,12 @@ def add_real_model_flags(p: argparse.ArgumentParser, defaults: RealModelDefaults
         help="the actor's compute dtype (bf16: fp32 master weights, ~1.5x faster updates on this CPU)",
     )
     p.add_argument("--workers", type=int, default=defaults.workers, help="rollouts in flight")
+    p.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        default=1,
+        help="step checkpoints kept, newest first (~0.5 GB each); 0 keeps every step's",
+    )
     p.add_argument("--train-tasks", type=int, default=defaults.train_tasks, help="train tasks drawn from")
     p.add_argument(
         "--warmup-steps",
@@ -93,6 +99,7 @@ def real_model_rl_config(args: argparse.Namespace, *, balance_by: str, **fields:
         "val_every": args.val_every or args.steps,
         "seed": args.seed,
         "balance_by": balance_by,
+        "keep_checkpoints": args.keep_checkpoints or None,
         "advantage": dataclasses.asdict(advantage_config(args)),
         "trainer": {
             "loss": {"kl_loss_coef": args.kl_coef},

@@ -27,6 +27,7 @@ from lightningrl.models.adapter import model_config
 from lightningrl.release.plan_filing import file_run_plan
 from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
+from lightningrl.rl.checkpoint_pruning import prune_step_checkpoints
 from lightningrl.rl.continuous import VersionLineage, skip_counts
 from lightningrl.rl.continuous_loop import ContinuousTraining
 from lightningrl.rl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
@@ -359,6 +360,11 @@ class LightningRL(Algorithm):
         self.version, self.resources_id = version, resource_set.resources_id
         if reload:
             row.update(await self._sync_servers())
+        if self.config.keep_checkpoints is not None:
+            pruned = prune_step_checkpoints(
+                self.config.output_dir / "checkpoints", self.config.keep_checkpoints
+            )
+            row["update/checkpoints_pruned"] = len(pruned)
         row["update/version_id"] = version.version_id
         return row
 
