@@ -52,12 +52,13 @@ def test_one_rl_step_of_the_tool_calling_agent_on_the_real_model(tmp_path: Path)
     assert len(validations) == 2 and all(r.get("val/success[op=times]") for r in validations)
     step = next(r for r in rows if r["step"] == "1" and r.get("credit/rollouts"))
     assert "update/skipped" not in step or not step["update/skipped"], step
-    # Most rollouts called a tool (the 4-step warm-up leaves some malformed calls: 1 run in 6 here had
-    # fewer than 12 of 16 well formed): those made two calls, each with its reward (the answer call's
-    # own judgement and the episode's); a rollout without a tool call made one.
+    # Rollouts that called a tool made two calls, each with its reward (the answer call's own judgement
+    # and the episode's); a rollout without a tool call made one. How many call a tool after the 4-step
+    # warm-up varies run to run (the server batches, so sampling is not reproducible): 9 to 16 of 16 in
+    # 8 runs here, so the bound asks only that the two-call path ran for a good share of them.
     tools_called = int(step["credit/multi_call_rollouts"])
     assert step["credit/rollouts"] == "16", step
-    assert tools_called >= 10, step
+    assert tools_called >= 6, step
     assert int(step["credit/calls_used"]) == 16 + tools_called, step
     # A call merges into one sequence with the next when the next prompt continues its exact ids;
     # a tool call the model spaced otherwise than the template re-renders it breaks that (counted).
