@@ -54,8 +54,8 @@ def test_one_rl_step_of_the_tool_calling_agent_on_the_real_model(tmp_path: Path)
     assert "update/skipped" not in step or not step["update/skipped"], step
     # Rollouts that called a tool made two calls, each with its reward (the answer call's own judgement
     # and the episode's); a rollout without a tool call made one. How many call a tool after the 4-step
-    # warm-up varies run to run (the server batches, so sampling is not reproducible): 9 to 16 of 16 in
-    # 8 runs here, so the bound asks only that the two-call path ran for a good share of them.
+    # warm-up varies run to run (the server batches, so sampling is not reproducible): as few as 9 of 16
+    # in 7 runs here, so the bound asks only that the two-call path ran for a good share of them.
     tools_called = int(step["credit/multi_call_rollouts"])
     assert step["credit/rollouts"] == "16", step
     assert tools_called >= 6, step
