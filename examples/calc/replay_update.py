@@ -29,6 +29,7 @@ from lightningrl.config import LightningRLConfig  # noqa: E402
 from lightningrl.credit import RolloutEvidence, TrainingSequence, assign_credit_to_rollouts, collate  # noqa: E402
 from lightningrl.models.adapter import model_config  # noqa: E402
 from lightningrl.rl.advantages import compute_advantages  # noqa: E402
+from lightningrl.rl.step_checkpoints import step_checkpoint  # noqa: E402
 from lightningrl.trainer import build_trainer  # noqa: E402
 from lightningstore import open_store  # noqa: E402
 from lightningstore.batch_read import rewards_of_rollouts, spans_of_rollouts  # noqa: E402
@@ -89,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     run = Path(args.run or Path(args.output) / f"seed{args.seed}").resolve()
     config = demo_config(args)
-    start = run / "model-warmup" if args.step == 1 else run / "checkpoints" / f"step-{args.step - 1:04d}"
+    start = run / "model-warmup" if args.step == 1 else step_checkpoint(run, args.step - 1)
     sequences = asyncio.run(step_sequences(run, args.step, config))
     batch = collate(sequences, pad_token_id=int(model_config(str(start)).get("pad_token_id") or 0))
     adv = compute_advantages(batch, config.advantage)

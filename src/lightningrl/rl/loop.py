@@ -27,12 +27,12 @@ from lightningrl.models.adapter import model_config
 from lightningrl.release.plan_filing import file_run_plan
 from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
-from lightningrl.rl.checkpoint_pruning import prune_step_checkpoints
 from lightningrl.rl.continuous import VersionLineage, skip_counts
 from lightningrl.rl.continuous_loop import ContinuousTraining
 from lightningrl.rl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
 from lightningrl.rl.policy_servers import PolicyServers
 from lightningrl.rl.progress import StepProgress, step_info
+from lightningrl.rl.step_checkpoints import checkpoints_dir, prune_step_checkpoints, step_checkpoint
 from lightningrl.rl.task_draw import TaskDraw
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import LLM, LightningStore, ResourceVersion, RolloutStatus, Span, spans_of_rollouts
@@ -339,7 +339,7 @@ class LightningRL(Algorithm):
             {f"tokens/{k}" if k.startswith("mismatch_") else f"actor/{k}": v for k, v in stats.items()}
         )
         checkpoint = await asyncio.to_thread(
-            self.trainer.save_checkpoint, self.config.output_dir / "checkpoints" / f"step-{step:04d}"
+            self.trainer.save_checkpoint, step_checkpoint(self.config.output_dir, step)
         )
         row["update/train_seconds"] = time.perf_counter() - t0
         summary = {k: v for k, v in row.items() if isinstance(v, int | float)}
@@ -362,7 +362,7 @@ class LightningRL(Algorithm):
             row.update(await self._sync_servers())
         if self.config.keep_checkpoints is not None:
             pruned = prune_step_checkpoints(
-                self.config.output_dir / "checkpoints", self.config.keep_checkpoints
+                checkpoints_dir(self.config.output_dir), self.config.keep_checkpoints
             )
             row["update/checkpoints_pruned"] = len(pruned)
         row["update/version_id"] = version.version_id

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lightningrl.config import LightningRLConfig
-from lightningrl.rl.checkpoint_pruning import prune_step_checkpoints
+from lightningrl.rl.step_checkpoints import prune_step_checkpoints
 
 
 def test_prune_keeps_the_newest_steps_by_number_and_leaves_other_entries(tmp_path: Path) -> None:

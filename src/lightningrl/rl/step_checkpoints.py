@@ -1,4 +1,5 @@
-"""Pruning a run's step checkpoints (`LightningRLConfig.keep_checkpoints`)."""
+"""A run's step checkpoints: where step N's goes, and pruning all but the newest
+(`LightningRLConfig.keep_checkpoints`)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,22 @@ import re
 import shutil
 from pathlib import Path
 
-_STEP = re.compile(r"step-\d+")
+_PREFIX = "step-"
+_STEP = re.compile(rf"{_PREFIX}\d+")
+
+
+def checkpoints_dir(output_dir: Path) -> Path:
+    """The directory holding a run's step checkpoints."""
+    return output_dir / "checkpoints"
+
+
+def step_checkpoint(output_dir: Path, step: int) -> Path:
+    """Where the checkpoint trained at `step` goes."""
+    return checkpoints_dir(output_dir) / f"{_PREFIX}{step:04d}"
 
 
 def prune_step_checkpoints(directory: Path, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` `step-NNNN` directories under `directory`; returns those deleted.
+    """Delete all but the newest `keep` step checkpoints under `directory`; returns those deleted.
     Other entries are left alone (a user's own files, a half-written directory of another name)."""
     if keep < 1:
         raise ValueError(
@@ -20,7 +32,7 @@ def prune_step_checkpoints(directory: Path, keep: int) -> list[Path]:
         return []
     steps = sorted(
         (p for p in directory.iterdir() if p.is_dir() and _STEP.fullmatch(p.name)),
-        key=lambda p: int(p.name.removeprefix("step-")),
+        key=lambda p: int(p.name.removeprefix(_PREFIX)),
     )
     doomed = steps[:-keep]
     for path in doomed:
