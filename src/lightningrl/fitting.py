@@ -39,6 +39,7 @@ from lightningrl.fit_stages import (
 from lightningrl.models.check import check_checkpoint
 from lightningrl.processes.agent_spec import AgentSpec, agent_spec
 from lightningrl.processes.faults import FIT_ROLLOUT_CONFIG, Recovery
+from lightningrl.processes.run_tokens import RunTokens
 from lightningrl.processes.supervisor import (
     Child,
     Supervisor,
@@ -58,7 +59,8 @@ from lightningrl.serving.launch import (
 )
 from lightningrl.serving.vllm import check_reloadable, resolve_engine
 from lightningstore import LLM, LightningStore, open_store, semconv
-from lightningstore.auth import Role
+from lightningstore.auth import ENV_VARS, Role
+from runner.credentials import PROVIDER_KEYS
 
 ENGINES = ("auto", "ours", "vllm")
 DEFAULT_OUTPUT_DIR = Path("runs/fit")
@@ -66,6 +68,9 @@ SERVED_MODEL_NAME = "policy"
 TRAIN_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 T = TypeVar("T")
 """The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
+NOT_FOR_RUNNERS = frozenset(v for role, v in ENV_VARS.items() if role != Role.RUNNER) | PROVIDER_KEYS
+"""What runner processes never inherit from fit: other roles' tokens, and the provider keys the store
+server's gateway calls providers with (an agent calls models through the gateway with its attempt's key)."""
 
 
 def fit(
@@ -255,9 +260,11 @@ async def _fit(
     prompt: str | None = None,
     apo: APOConfig | Mapping[str, Any] | None = None,
 ) -> TrainResult:
-    store_url = await _store_server(supervisor, target, (cfg.output_dir / "metrics.csv").resolve())
+    own_server = not target.startswith(("http://", "https://"))
+    tokens = RunTokens.for_run(os.environ) if own_server else None
+    store_url = await _store_server(supervisor, target, (cfg.output_dir / "metrics.csv").resolve(), tokens)
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
-    store = open_store(store_url, role=Role.ALGORITHM)
+    store = open_store(store_url, tokens.operator if tokens else None, role=Role.ALGORITHM)
     state = StageRun(apo_scoring=scoring(apo))
 
     def step() -> int:
@@ -275,7 +282,7 @@ async def _fit(
             server=server,
         )
         await publish_start_prompt(store, prompt)
-        _start_runners(supervisor, spec, store_url, proxy_url, workers, processes)
+        _start_runners(supervisor, spec, store_url, proxy_url, workers, processes, tokens)
         for child in supervisor.children:
             recovery.restarts[child.name] = _restart_of(
                 child,
@@ -292,6 +299,12 @@ async def _fit(
                 markup=False,
                 highlight=False,
             )
+            if tokens is not None and tokens.generated:
+                console.print(
+                    f"dashboard {store_url}/ui  (this run's viewer token: {tokens.by_role[Role.VIEWER]})",
+                    markup=False,
+                    highlight=False,
+                )
 
         async def apo_settings() -> APOConfig:
             latest = await store.get_latest_version(cfg.resource_name)
@@ -410,16 +423,19 @@ def _store_target(store: str | Path | None, output_dir: Path) -> str:
     return text
 
 
-async def _store_server(supervisor: Supervisor, target: str, metrics_csv: Path) -> str:
+async def _store_server(
+    supervisor: Supervisor, target: str, metrics_csv: Path, tokens: RunTokens | None
+) -> str:
     """The store server's URL: `target` itself when it is one, else a `lightningrl store serve` child
-    (its dashboard's training page charts `metrics_csv`)."""
+    with `tokens` (its dashboard's training page charts `metrics_csv`)."""
     if target.startswith(("http://", "https://")):
         return target.rstrip("/")
     port = free_port()
     command = cli_command(
         "store", "serve", "--db", target, "--port", str(port), "--metrics-csv", str(metrics_csv)
     )
-    child = supervisor.start("store", command, env=child_env(), restartable=True)
+    env = {**child_env(), **(tokens.server_env() if tokens else {})}
+    child = supervisor.start("store", command, env=env, restartable=True)
     url = f"http://127.0.0.1:{port}"
     await supervisor.wait_http(child, f"{url}/healthz")
     return url
@@ -533,9 +549,17 @@ def _local_port(endpoints: list[str]) -> int | None:
 
 
 def _start_runners(
-    supervisor: Supervisor, spec: AgentSpec, store_url: str, proxy_url: str, workers: int, processes: int
+    supervisor: Supervisor,
+    spec: AgentSpec,
+    store_url: str,
+    proxy_url: str,
+    workers: int,
+    processes: int,
+    tokens: RunTokens | None,
 ) -> None:
-    """`processes` runner children sharing `workers` concurrent rollouts as evenly as possible."""
+    """`processes` runner children sharing `workers` concurrent rollouts as evenly as possible, each
+    holding the runner token and the agent secret (`tokens`, else the environment's) and nothing else."""
+    env = {**child_env(), **(tokens.runner_env() if tokens else {})}
     for index in range(processes):
         share = workers // processes + (1 if index < workers % processes else 0)
         command = cli_command(
@@ -551,7 +575,7 @@ def _start_runners(
             "5",
             *spec.runner_args(),
         )
-        supervisor.start(f"runner-{index}", command, env=child_env(), restartable=True)
+        supervisor.start(f"runner-{index}", command, env=env, restartable=True, withhold=NOT_FOR_RUNNERS)
 
 
 @contextlib.contextmanager

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import shlex
 import signal
 from collections.abc import Callable
 
 from lightningstore import open_store
-from lightningstore.auth import AGENT_SECRET_ENV, Role
 from runner.agent import LitAgent
 from runner.controllers.local import LocalController
+from runner.credentials import RunnerCredentials, take_credentials
 from runner.loader import load_agent
 from runner.runner import Runner
 
@@ -32,6 +31,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a command line run once per rollout (task JSON on stdin, see LocalController), "
         "e.g. --command 'python my_agent.py'",
     )
+    parser.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --command: give the agent this variable of the runner's environment (repeatable); "
+        "the agent otherwise gets only its attempt's variables and a safe base (PATH, HOME, locale...)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="with --command: set this variable in the agent's environment (repeatable)",
+    )
     parser.add_argument("--workers", type=int, default=4, help="concurrent rollouts (default 4)")
     parser.add_argument("--proxy-url", help="the LLM proxy root, e.g. http://127.0.0.1:4747/proxy")
     parser.add_argument(
@@ -39,7 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve only approved versions: refuse a rollout whose resource set names any other",
     )
-    parser.add_argument("--token", help="bearer token for a store URL (default $LIGHTNINGRL_RUNNER_TOKEN)")
+    parser.add_argument(
+        "--token",
+        help="bearer token for a store URL (default $LIGHTNINGRL_RUNNER_TOKEN, which, like every role "
+        "token and $LIGHTNINGRL_AGENT_SECRET, is removed from the environment once read)",
+    )
     parser.add_argument("--max-rollouts", type=int, help="stop after this many rollouts")
     parser.add_argument("--idle-timeout", type=float, help="stop after this many seconds without work")
     parser.add_argument("--heartbeat-interval", type=float, default=5.0)
@@ -60,22 +78,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _agent_of(args: argparse.Namespace) -> LitAgent:
     """The --agent spec loaded, or a LocalController for --command."""
     if args.command is None:
+        if args.pass_env or args.env:
+            raise SystemExit(
+                "--pass-env and --env apply to --command: an --agent runs in the runner's own process"
+            )
         return load_agent(args.agent)
     command = shlex.split(args.command)
     if not command:
         raise SystemExit("--command must not be empty")
     store_url = args.store if args.store.startswith(("http://", "https://")) else None
-    return LocalController(command, store_url=store_url)
+    env: dict[str, str] = {}
+    for item in args.env:
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise SystemExit(f"--env takes NAME=VALUE, got {item!r}")
+        env[name] = value
+    try:
+        return LocalController(command, store_url=store_url, env=env, pass_env=args.pass_env)
+    except ValueError as error:
+        raise SystemExit(f"--pass-env/--env: {error}") from None
 
 
-async def _run(args: argparse.Namespace) -> int:
-    store = open_store(args.store, args.token, role=Role.RUNNER)
+async def _run(args: argparse.Namespace, credentials: RunnerCredentials) -> int:
+    agent = _agent_of(args)
+    store = open_store(args.store, credentials.token, role=None)
     runner = Runner(
         store,
-        _agent_of(args),
+        agent,
         workers=args.workers,
         proxy_url=args.proxy_url,
-        agent_key_secret=os.environ.get(AGENT_SECRET_ENV) or None,
+        agent_key_secret=credentials.agent_secret,
         production=args.production,
         heartbeat_interval=args.heartbeat_interval,
         poll_interval=args.poll_interval,
@@ -101,11 +133,13 @@ async def _run(args: argparse.Namespace) -> int:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the runner the parsed arguments describe; 0 when it stopped cleanly."""
+    # First, before an agent is loaded: its module's import-time code runs in this process too.
+    credentials = take_credentials(args.token)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.workers < 1:
         raise SystemExit(f"--workers must be at least 1, got {args.workers}")
     with asyncio.Runner(loop_factory=_loop_factory(args.loop)) as loop_runner:
-        return loop_runner.run(_run(args))
+        return loop_runner.run(_run(args, credentials))
 
 
 def _loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | None:

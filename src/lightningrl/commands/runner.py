@@ -1,4 +1,4 @@
-"""`lightningrl runner --store URL_OR_DB --agent module:function --workers N [--proxy-url ...] [--production]`."""
+"""`lightningrl runner --store URL_OR_DB (--agent SPEC | --command CMD [--pass-env NAME]) --workers N`."""
 
 from __future__ import annotations
 

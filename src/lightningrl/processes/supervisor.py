@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -97,6 +97,8 @@ class Child:
     command: list[str] = field(default_factory=list)
     env: dict[str, str] | None = None
     restartable: bool = False
+    withhold: frozenset[str] = frozenset()
+    """Variables of the parent's environment this child never gets (on restarts too)."""
     restarts: list[float] = field(default_factory=list)
     """`time.monotonic()` of each restart."""
 
@@ -147,12 +149,15 @@ class Supervisor:
         *,
         env: dict[str, str] | None = None,
         restartable: bool = False,
+        withhold: Collection[str] = (),
     ) -> Child:
-        """Start `command` with stdout and stderr to `log_dir/<name>.log`. Call from the main thread:
-        PDEATHSIG fires when the forking *thread* exits."""
+        """Start `command` with stdout and stderr to `log_dir/<name>.log`, in the parent's environment less
+        `withhold`, plus `env`. Call from the main thread: PDEATHSIG fires when the forking *thread* exits."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
-        child = Child(name, self._spawn(command, env, log_path), log_path, list(command), env, restartable)
+        hidden = frozenset(withhold)
+        process = self._spawn(command, env, log_path, hidden)
+        child = Child(name, process, log_path, list(command), env, restartable, withhold=hidden)
         self.children.append(child)
         self._write_pids()
         return child
@@ -166,7 +171,7 @@ class Supervisor:
             child.command = list(command)
         with child.log_path.open("ab") as log:
             log.write(f"\n--- restarted by the supervisor (restart {len(child.restarts) + 1}) ---\n".encode())
-        child.process = self._spawn(child.command, child.env, child.log_path)
+        child.process = self._spawn(child.command, child.env, child.log_path, child.withhold)
         child.restarts.append(time.monotonic())
         self._write_pids()
 
@@ -176,15 +181,16 @@ class Supervisor:
         return sum(1 for t in child.restarts if t >= since)
 
     def _spawn(
-        self, command: Sequence[str], env: dict[str, str] | None, log_path: Path
+        self, command: Sequence[str], env: dict[str, str] | None, log_path: Path, withhold: frozenset[str]
     ) -> subprocess.Popen[bytes]:
+        inherited = {name: value for name, value in os.environ.items() if name not in withhold}
         with log_path.open("ab") as log:
             return subprocess.Popen(
                 list(command),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                env={**inherited, "PYTHONUNBUFFERED": "1", **(env or {})},
                 start_new_session=True,
                 preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - needed for PDEATHSIG
             )

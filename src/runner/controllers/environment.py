@@ -3,11 +3,17 @@
 Agent Lightning v1.0's names are set beside ours, so an agent written for it runs unchanged:
 `AGL_OPENAI_BASE_URL` (the proxy's `/openai/v1` form), `AGL_EVENT_URL` (its events endpoint on the
 store server) and `AGL_KEY` (the attempt's agent key).
+
+A local process gets these on an allow-listed base, never the runner's whole environment (which may
+hold provider keys and, before the runner removes them, its token and the agent-key secret): the
+`SAFE_BASE` names (and `LC_*`) that run a program at all, plus what the user names (`pass_env`,
+`env`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -19,7 +25,28 @@ from lightningstore.semconv import (
     agl_event_url,
     is_proxy_url,
 )
+from runner.credentials import is_runner_secret
 from runner.resources import AgentResources
+
+SAFE_BASE: frozenset[str] = frozenset(
+    {
+        # To run a program at all: where programs, the user and temporary files are; locale and time.
+        *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ"),
+        *("TMPDIR", "TEMP", "TMP", "LD_LIBRARY_PATH"),
+        # So `python` and imports resolve as they do for the runner.
+        *("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED", "PYTHONIOENCODING"),
+        # Trust roots for an https store server.
+        *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"),
+        # Runtime knobs, no secrets: threads, offline model caches, devices, litellm's bundled cost map.
+        *("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM"),
+        *("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"),
+        *("XDG_CACHE_HOME", "CUDA_VISIBLE_DEVICES", "LITELLM_LOCAL_MODEL_COST_MAP"),
+    }
+)
+"""What a local rollout process inherits from the runner's environment without being asked."""
+SAFE_PREFIXES = ("LC_",)
+TAKEN_BY_ATTEMPT = frozenset({"OPENAI_API_KEY"})
+"""Names whose place the attempt's own value takes: a provider key passed under one would never arrive."""
 
 
 def _otel_value(value: str) -> str:
@@ -66,3 +93,43 @@ def _proxy_root(resources: AgentResources) -> str | None:
         if is_proxy_url(llm.base_url):
             return llm.base_url.split(PROXY_CALL_MARK, 1)[0]
     return None
+
+
+def check_user_environment(env: Mapping[str, str], pass_env: Collection[str]) -> None:
+    """ValueError naming a variable the user may not give an agent: the runner's credentials, or a name
+    the attempt's own value takes. Provider keys named here are the user's choice (never inherited)."""
+    for where, names in (("env", list(env)), ("pass_env", list(pass_env))):
+        for name in names:
+            if not name or "=" in name or "\0" in name:
+                raise ValueError(f"{where}: {name!r} is not an environment variable name")
+            if is_runner_secret(name):
+                raise ValueError(
+                    f"{where} names {name}: the runner's token, role tokens and the agent-key secret never "
+                    "reach an agent (it writes with its attempt's key, $LIGHTNINGRL_AGENT_KEY)"
+                )
+            if name in TAKEN_BY_ATTEMPT:
+                raise ValueError(
+                    f"{where} names {name}: it holds the attempt's agent key for the gateway; give a "
+                    "provider key for a direct call under another name"
+                )
+
+
+def local_environment(
+    resources: AgentResources,
+    task: Any,
+    *,
+    store_url: str | None,
+    env: Mapping[str, str],
+    pass_env: Collection[str],
+    source: Mapping[str, str],
+) -> dict[str, str]:
+    """A local rollout process's whole environment: the safe base and the `pass_env` names found in
+    `source` (the runner's environment), then `env`, then the attempt's variables (they win)."""
+    check_user_environment(env, pass_env)
+    inherited = {
+        name: value
+        for name, value in source.items()
+        if (name in SAFE_BASE or name.startswith(SAFE_PREFIXES) or name in pass_env)
+        and not is_runner_secret(name)
+    }
+    return {**inherited, **env, **attempt_environment(resources, task, store_url=store_url)}

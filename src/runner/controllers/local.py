@@ -7,12 +7,12 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from runner.agent import LitAgent
-from runner.controllers.environment import attempt_environment
+from runner.controllers.environment import check_user_environment, local_environment
 from runner.resources import AgentResources
 
 OUTPUT_TAIL_CHARS = 4000
@@ -33,6 +33,10 @@ class LocalController(LitAgent):
 
     Exit code 0 = succeeded (rewards come from the process: POST $LIGHTNINGRL_REWARD_URL), anything else
     = failed with the output's tail. Cancelled (timeout, stop) = SIGTERM, then SIGKILL after `kill_grace`.
+
+    The process's environment is allow-listed, never the runner's own: the attempt's variables, the safe
+    base (`environment.SAFE_BASE`), the runner's values of the `pass_env` names, and `env`. Naming the
+    runner's token, a role token or the agent-key secret in either is a ValueError.
     """
 
     def __init__(
@@ -40,22 +44,34 @@ class LocalController(LitAgent):
         command: Sequence[str],
         *,
         store_url: str | None = None,
-        env: dict[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        pass_env: Collection[str] = (),
         cwd: str | Path | None = None,
         kill_grace: float = 2.0,
         name: str | None = None,
     ) -> None:
         if not command:
             raise ValueError("LocalController needs a command")
+        if isinstance(pass_env, str):
+            raise ValueError(f"pass_env is a list of names, got the string {pass_env!r}")
         self.command = list(command)
         self.store_url = store_url
         self.env = dict(env or {})
+        self.pass_env = tuple(pass_env)
+        check_user_environment(self.env, self.pass_env)
         self.cwd = cwd
         self.kill_grace = kill_grace
         self.name = name
 
     async def rollout(self, task: Any, resources: AgentResources) -> None:
-        env = {**os.environ, **self.env, **attempt_environment(resources, task, store_url=self.store_url)}
+        env = local_environment(
+            resources,
+            task,
+            store_url=self.store_url,
+            env=self.env,
+            pass_env=self.pass_env,
+            source=os.environ,
+        )
         process = await asyncio.create_subprocess_exec(
             *self.command,
             stdin=asyncio.subprocess.PIPE,
