@@ -42,6 +42,12 @@ class LLM(BaseModel):
     """Where the weights of this version live (an HF directory), if trainable."""
     provider: str = "openai"
     """'openai' for OpenAI-compatible servers; any other litellm provider is observe-only."""
+    max_tokens_cap: int | None = Field(default=4096, ge=1)
+    """The most completion tokens an agent's call may ask for (`max_tokens`, `max_completion_tokens`);
+    the proxy refuses more (400), so one call cannot run up the cost. None: no cap of ours."""
+    max_n: int = Field(default=1, ge=1)
+    """The most choices (`n`, `best_of`) an agent's call may ask for; the proxy refuses more (400).
+    Credit trains on a call's first choice and a group's samples are rollouts of their own."""
 
     def mode_sampling(self, mode: str) -> dict[str, Any]:
         """The sampling this resource writes in `mode`: `MODE_SAMPLING`, then its `sampling_by_mode`.

@@ -89,7 +89,9 @@ async def test_authority_and_production_routing(tmp_path: Path) -> None:
 
         # Rollback with the approver's token: `approved` back to the exact parent, routing follows.
         record = await rollback(apr, apr_gate, receipt.receipt_id, actor="alice")
-        assert record.recorded_by == "approver:alice" and record.body.routed_version_id == parent.version_id
+        # The token has no name: the record says so, "alice" only as what it stated.
+        assert record.recorded_by == "approver:unnamed (stated: alice)"
+        assert record.body.routed_version_id == parent.version_id
         proof = await production_run(
             store,
             chat_agent,

@@ -9,7 +9,7 @@ import pytest
 from conftest import SERVED, Env
 from langchain_openai import ChatOpenAI
 
-from lightningstore import semconv
+from lightningstore import LLM, semconv
 from lightningstore.auth import agent_key
 
 QUESTION = [
@@ -65,7 +65,11 @@ async def test_chat_is_recorded_with_exact_token_ids_and_logprobs(env: Env) -> N
 
 
 async def test_completions_and_several_choices_are_recorded(env: Env) -> None:
-    claimed = await env.attempt()
+    # n > 1 is refused unless the LLM resource allows it (`max_n`, 1 by default).
+    several = await env.store.add_resources(
+        {"llm": LLM(endpoints=env.endpoints, model=SERVED, sampling={"max_tokens": 12}, max_n=2)}
+    )
+    claimed = await env.attempt(several.resources_id)
     client = env.client(claimed)
     reply = await client.completions.create(model=SERVED, prompt="The cat sat on", max_tokens=6, n=2, seed=1)
     (span,) = await env.spans(claimed)

@@ -48,7 +48,7 @@ def make_client(secured_transport: httpx.ASGITransport) -> Iterator[Callable[...
     """StoreClients (one per token) talking in-process to the secured app."""
 
     def make(token: str | None = None) -> StoreClient:
-        return StoreClient("http://store.test", token, transport=secured_transport, max_retries=0)
+        return StoreClient("http://127.0.0.1", token, transport=secured_transport, max_retries=0)
 
     yield make
 
@@ -57,7 +57,7 @@ def make_client(secured_transport: httpx.ASGITransport) -> Iterator[Callable[...
 def raw_http(sql_store: SqlStore) -> httpx.AsyncClient:
     """A plain httpx client on a dev-mode app (no tokens) with a 4 KiB body limit."""
     app = build_app(sql_store, sweep_interval=None, max_body_bytes=4096)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://store.test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 @pytest.fixture

@@ -96,7 +96,7 @@ async def test_client_maps_codes_to_typed_errors(raw_http, sql_store) -> None:
 
 
 async def test_ids_with_reserved_characters_roundtrip(sql_store, raw_http) -> None:
-    client = StoreClient("http://store.test", transport=raw_http._transport, max_retries=0)
+    client = StoreClient("http://127.0.0.1", transport=raw_http._transport, max_retries=0)
     for rollout_id in ("a/b", "50%", "x?y#z", "sp ace", "ü"):
         await client.enqueue_rollout({"id": rollout_id}, rollout_id=rollout_id)
         assert (await client.get_rollout_by_id(rollout_id)).input == {"id": rollout_id}
@@ -136,9 +136,7 @@ async def test_batch_reads_answer_bad_bodies_with_a_reason(raw_http) -> None:
 async def test_batch_read_id_limit_over_http(sql_store) -> None:
     """Past the body limit, the id limit itself answers 422 naming the field and the count."""
     app = build_app(sql_store, sweep_interval=None)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://store.test"
-    ) as http:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         ids = [f"r{i}" for i in range(MAX_READ_IDS + 1)]
         for path in ("/v1/spans/query", "/v1/rewards/query"):
             response = await http.post(path, json={"rollout_ids": ids})

@@ -149,7 +149,7 @@ async def test_store_errors_auth_and_body_limit_answer_as_fastapi_does(
     fast, slow = await both(raw_http, "POST", "/v1/spans", too_big)
     assert fast.status_code == slow.status_code == 413 and fast.json() == slow.json()
 
-    async with httpx.AsyncClient(transport=secured_transport, base_url="http://store.test") as secured:
+    async with httpx.AsyncClient(transport=secured_transport, base_url="http://127.0.0.1") as secured:
         for headers in ({}, {"authorization": "Bearer nope"}, {"authorization": "Bearer run-token"}):
             fast, slow = await both(secured, "POST", "/v1/rollouts", b'[{"input": 1}]', **headers)
             assert fast.status_code == slow.status_code and fast.json() == slow.json()
@@ -221,7 +221,7 @@ async def test_hot_routes_are_answered_ahead_of_the_stack_only_when_no_middlewar
     # state such that `_telemetry_on` says yes (then nothing is answered early, which is correct).
     monkeypatch.setattr(app_module, "_telemetry_on", lambda app: False)
     app = build_app(sql_store, sweep_interval=None, max_body_bytes=4096)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as http:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
         too_big = {**JSON, "content-length": "99999"}  # over the limit: the whole stack answers 413
         assert (await http.post("/v1/rollouts/dequeue", content=b"{}", headers=too_big)).status_code == 413
@@ -232,11 +232,15 @@ async def test_hot_routes_are_answered_ahead_of_the_stack_only_when_no_middlewar
     tagged = build_app(sql_store, sweep_interval=None)
     tagged.add_middleware(Tagging)
     early.clear()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=tagged), base_url="http://s") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=tagged), base_url="http://127.0.0.1"
+    ) as http:
         assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
     assert early == [] and seen == ["/v1/rollouts/dequeue"]
     limited = build_app(sql_store, sweep_interval=None, rate_limit=100.0)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://s") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=limited), base_url="http://127.0.0.1"
+    ) as http:
         assert (await http.post("/v1/rollouts/dequeue", json={})).json() == []
     assert early == []
 

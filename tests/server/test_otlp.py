@@ -164,7 +164,7 @@ async def test_otlp_honours_agent_keys(make_client, secured_transport, tokens, t
             {"key": ATTEMPT_ID, "value": {"stringValue": claim.attempt_id}},
         ],
     }
-    async with httpx.AsyncClient(transport=secured_transport, base_url="http://store.test") as http:
+    async with httpx.AsyncClient(transport=secured_transport, base_url="http://127.0.0.1") as http:
         response = await http.post(
             "/v1/traces",
             content=_json_export(span, []),

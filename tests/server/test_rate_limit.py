@@ -61,7 +61,7 @@ def make_app(sql_store: SqlStore, clock: FakeClock, tokens: dict[str, object]) -
 def http(app: FastAPI, token: str | None = None, client_ip: str = "127.0.0.1") -> httpx.AsyncClient:
     headers = {"authorization": f"Bearer {token}"} if token else {}
     transport = httpx.ASGITransport(app=app, client=(client_ip, 40000))
-    return httpx.AsyncClient(transport=transport, base_url="http://store.test", headers=headers)
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers)
 
 
 async def statuses(client: httpx.AsyncClient, count: int) -> list[int]:
@@ -164,7 +164,7 @@ async def test_refused_write_changes_nothing(make_app, sql_store) -> None:
     assert refused.status_code == 429
     assert await sql_store.query_rollouts() == []
 
-    store_client = StoreClient("http://store.test", transport=httpx.ASGITransport(app=app), max_retries=0)
+    store_client = StoreClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app), max_retries=0)
     with pytest.raises(StoreError, match="rate limit exceeded") as caught:
         await store_client.enqueue_rollout("lost?")
     assert caught.value.status_code == 429  # type: ignore[attr-defined]
@@ -175,7 +175,7 @@ async def test_store_client_waits_retry_after_then_succeeds(
     make_app, clock, sql_store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = make_app(rate=0.5, burst=1)
-    store_client = StoreClient("http://store.test", transport=httpx.ASGITransport(app=app), max_retries=3)
+    store_client = StoreClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app), max_retries=3)
     assert await store_client.query_rollouts() == []  # takes the only token
     slept: list[float] = []
     real_sleep = asyncio.sleep

@@ -17,7 +17,7 @@ from lightningstore.server.ui.access import COOKIE, CSRF_COOKIE
 
 TOKENS = {"admin": "adm", "algorithm": "alg", "runner": "run", "approver": "apr", "viewer": "view"}
 SECRET = "ui-agent-secret"
-BASE = "http://store.test"
+BASE = "http://127.0.0.1"
 
 
 @pytest.fixture

@@ -32,7 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_argument(
         "--token", default=os.environ.get("LIGHTNINGRL_TOKEN"), help="bearer token for a server"
     )
-    common.add_argument("--actor", default=os.environ.get("USER", "unnamed"), help="who is acting (recorded)")
+    common.add_argument(
+        "--actor",
+        help="who is acting (recorded; default: a server's name for --token, else $USER). A server records "
+        "a named token's own name and refuses another",
+    )
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser = sub.add_parser("release", help="release gate: receipts, checks, approval, promotion, rollback")
     actions = parser.add_subparsers(dest="release_command", required=True)
@@ -112,6 +116,14 @@ def _by(args: argparse.Namespace) -> str:
     return f"local:{args.actor}"
 
 
+async def _default_actor(gate: Any) -> str:
+    """A server's name for the token (what it records, so an approval is the token's own), else $USER."""
+    from lightningstore.gate.http_records import HttpGateRecords
+
+    name = (await gate.whoami()).name if isinstance(gate, HttpGateRecords) else None
+    return name or os.environ.get("USER") or "unnamed"
+
+
 def _run(func: Callable[..., Awaitable[int]], args: argparse.Namespace) -> int:
     from lightningstore import StoreError
 
@@ -120,7 +132,9 @@ def _run(func: Callable[..., Awaitable[int]], args: argparse.Namespace) -> int:
 
         store = _open(args)
         try:
-            return await func(store, gate_records(store), args)
+            gate = gate_records(store)
+            args.actor = args.actor or await _default_actor(gate)
+            return await func(store, gate, args)
         finally:
             await store.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,6 +89,18 @@ def batch_temperature(sequences: Sequence[TrainingSequence]) -> float:
             "train-mode calls need a temperature > 0"
         )
     return temperatures[0] if temperatures else 1.0
+
+
+def batchable(sequences: Sequence[TrainingSequence]) -> tuple[list[TrainingSequence], list[TrainingSequence]]:
+    """(kept, dropped): the sequences sampled at the batch's temperature (that of most of them, 1.0 on a
+    tie; never greedy) and the rest, which `collate` would refuse to score beside them."""
+    counts = Counter(s.temperature for s in sequences if s.temperature > 0)
+    if not counts:
+        return [], list(sequences)
+    most = max(counts.values())
+    chosen = 1.0 if counts.get(1.0) == most else next(t for t, count in counts.items() if count == most)
+    kept = [s for s in sequences if s.temperature == chosen]
+    return kept, [s for s in sequences if s.temperature != chosen]
 
 
 def collate(sequences: Sequence[TrainingSequence], pad_token_id: int = 0) -> SequenceBatch:

@@ -14,9 +14,11 @@ from lightningstore.gate import (
     CheckResult,
     CheckStatus,
     EvidenceKind,
+    EvidenceRecord,
     OutcomeSource,
     RollbackDrill,
 )
+from lightningstore.gate.authority import UNNAMED
 
 PASS, FAIL, UNAVAILABLE = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.UNAVAILABLE
 APPROVING_ROLES = ("admin", "approver", "local")
@@ -106,8 +108,11 @@ def _judged_text(judged: list[CanaryOutcome]) -> str:
     return "; ".join(parts)
 
 
-def _approved_by_authority(recorded_by: str) -> bool:
-    return recorded_by.split(":", 1)[0] in APPROVING_ROLES
+def _counts(record: EvidenceRecord, named: list[str]) -> bool:
+    """An approval counts when an approving role recorded it and, where the plan names approvers, the
+    name it was recorded under (the token's, over HTTP) is one of them: never the body's stated actor."""
+    role, _, who = record.recorded_by.partition(":")
+    return role in APPROVING_ROLES and (not named or (who != UNNAMED and who in named))
 
 
 async def check_rollback(store: LightningStore, inputs: CheckInputs) -> CheckResult:
@@ -135,10 +140,7 @@ async def check_rollback(store: LightningStore, inputs: CheckInputs) -> CheckRes
     approvals = [
         e
         for e in inputs.evidence
-        if e.kind == EvidenceKind.APPROVAL
-        and isinstance(e.body, Approval)
-        and _approved_by_authority(e.recorded_by)
-        and (not named or e.body.actor in named)
+        if e.kind == EvidenceKind.APPROVAL and isinstance(e.body, Approval) and _counts(e, named)
     ]
     if not approvals:
         who = f" from {', '.join(named)} (the training plan's canary approvers)" if named else ""

@@ -22,14 +22,14 @@ from lightningrl.credit import (
     assign_credit_to_rollouts,
     collate,
 )
-from lightningrl.credit.batch import SequenceBatch
+from lightningrl.credit.batch import SequenceBatch, batchable
 from lightningrl.models.adapter import model_config
 from lightningrl.release.plan_filing import file_run_plan
 from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
 from lightningrl.rl.continuous import VersionLineage, skip_counts
 from lightningrl.rl.continuous_loop import ContinuousTraining
-from lightningrl.rl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
+from lightningrl.rl.metrics import MetricsLog, dropped_sequences_row, outcome_metrics, plot_reward_curve
 from lightningrl.rl.policy_servers import PolicyServers
 from lightningrl.rl.progress import StepProgress, step_info
 from lightningrl.rl.step_checkpoints import checkpoints_dir, prune_step_checkpoints, step_checkpoint
@@ -321,12 +321,19 @@ class LightningRL(Algorithm):
         assert self.trainer is not None and self.version is not None
         if not sequences:
             return {"update/skipped": 1, "update/reason": "no sequences"}
+        # A sequence sampled at another temperature than the batch's cannot be scored with it: dropped
+        # and counted, where one agent's odd call would otherwise end the run.
+        sequences, dropped = batchable(sequences)
+        dropped_row = dropped_sequences_row(sequences, dropped)
+        if not sequences:
+            return {"update/skipped": 1, "update/reason": "no batchable sequences", **dropped_row}
         batch = collate(sequences, pad_token_id=self._pad_token_id(llm))
         adv = advantages(batch) if advantages else compute_advantages(batch, self.config.advantage)
         row: dict[str, Any] = {
             "update/sequences": len(batch),
             "update/groups": adv.groups,
             "update/dropped_groups": adv.dropped_groups,
+            **dropped_row,
         }
         if not bool(adv.keep.any()):
             row.update({"update/skipped": 1, "update/reason": "every group had equal rewards"})

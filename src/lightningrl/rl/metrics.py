@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import csv
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from algorithm import RolloutOutcome
+from lightningrl.credit import TrainingSequence
+
+logger = logging.getLogger(__name__)
 
 
 class MetricsLog:
@@ -116,3 +120,20 @@ def outcome_metrics(outcomes: Sequence[RolloutOutcome], threshold: float, *, pre
             by_tag[f"{key}={value}"].append(1.0 if (o.reward or 0.0) >= threshold else 0.0)
     row.update({f"{prefix}/success[{k}]": sum(v) / len(v) for k, v in sorted(by_tag.items())})
     return row
+
+
+def dropped_sequences_row(
+    kept: Sequence[TrainingSequence], dropped: Sequence[TrainingSequence]
+) -> dict[str, Any]:
+    """`update/dropped_sequences` (and, when some were, why) for sequences one batch could not take
+    (`credit.batch.batchable`); each drop is also logged as a warning."""
+    if not dropped:
+        return {"update/dropped_sequences": 0}
+    temperatures = sorted({s.temperature for s in dropped})
+    reason = (
+        f"sampled at temperatures {temperatures}, not the batch's "
+        f"{kept[0].temperature if kept else 'none (every sequence greedy)'}"
+    )
+    rollouts = sorted({s.rollout_id for s in dropped})
+    logger.warning("dropped %d training sequences of rollouts %s: %s", len(dropped), rollouts[:10], reason)
+    return {"update/dropped_sequences": len(dropped), "update/dropped_reason": reason}

@@ -25,9 +25,39 @@ def require_reader(caller: Caller) -> None:
     caller.require(Permission.READ_RUNTIME)
 
 
-def recorded_by(caller: Caller, actor: str | None) -> str:
-    """`role:actor` as stored: the role comes from the credentials, the name from the caller."""
-    return f"{caller.role.value}:{actor or 'unnamed'}"
+UNNAMED = "unnamed"
+"""The name part of a record written by a token configured without a name (or a stated name left out)."""
+
+
+def recorded_by(caller: Caller, *stated: str | None, checked: bool = True, strict: bool = True) -> str:
+    """Who a gate write over HTTP is recorded by, `role:name`, from the credentials, never a stated name.
+
+    A named token records its name (`approver:alice`). Where the record is what the gate judges by
+    (`strict`: evidence and reports), stating another name (`actor`, an approval's own `actor`) is
+    refused, 403 naming both; elsewhere (receipts, plans, evaluators, protected cases, policies, whose
+    writers state labels such as a run's name) it is kept after the identity, `approver:alice (stated:
+    bob)`, as pointer moves keep it. An unnamed token records `role:unnamed`, a stated name kept after
+    it the same way, so it never counts as one of a plan's named approvers. Without tokens (`checked`
+    False: dev mode, every caller an unnamed admin) nothing can check a name, so the stated one is the
+    local user's label, `admin:bob`. A stated `unnamed` counts as none stated.
+    """
+    names = sorted({s for s in stated if s and s != UNNAMED})
+    role = caller.role.value
+    if not checked:
+        return f"{role}:{names[0] if names else UNNAMED}"
+    others = [s for s in names if s != caller.name]
+    if caller.name is not None and others and strict:
+        raise PermissionDeniedError(
+            f"the {role} token {caller.name!r} may not record as {others[0]!r}: gate evidence names the "
+            f"token's own identity, {caller.identity!r} (leave actor out or state {caller.name!r})"
+        )
+    who = f"{role}:{caller.name or UNNAMED}"
+    return who + (f" (stated: {', '.join(others)})" if others else "")
+
+
+def recorded_name(recorded: str) -> str:
+    """The name part of a stored `recorded_by` (`alice` of `approver:alice`)."""
+    return recorded.split(":", 1)[1] if ":" in recorded else UNNAMED
 
 
 def pointer_actor(caller: Caller, stated: str) -> str:

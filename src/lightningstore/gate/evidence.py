@@ -84,6 +84,8 @@ class Approval(BaseModel):
     kind: Literal["approval"] = "approval"
     receipt_id: str
     actor: str = Field(min_length=1, max_length=200)
+    """Who approves; over HTTP a named token's own name (another is 403), and only the recorded
+    identity (`EvidenceRecord.recorded_by`) counts for a plan's canary approvers."""
     note: str = ""
     basis: Basis
     report_id: str | None = None

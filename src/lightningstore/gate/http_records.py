@@ -17,6 +17,7 @@ from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
 from lightningstore.gate.records import GateRecords
 from lightningstore.gate.verdict import GateReport
+from lightningstore.gate.whoami import WhoAmI
 from lightningstore.http_api import path_segment
 
 _receipts = TypeAdapter(list[UpdateReceipt])
@@ -28,7 +29,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _actor(recorded_by: str) -> str:
-    """The name part of a local `recorded_by`; the server adds the role from the token."""
+    """The name part of a local `recorded_by`, stated to the server, which records the token's identity."""
     return recorded_by.split(":", 1)[-1]
 
 
@@ -47,6 +48,10 @@ class HttpGateRecords(GateRecords):
             return model.model_validate(await self._json("GET", path))
         except NotFoundError:
             return None
+
+    async def whoami(self) -> WhoAmI:
+        """Who the server takes these credentials for (the name its gate records write them under)."""
+        return WhoAmI.model_validate(await self._json("GET", "/v1/gate/whoami"))
 
     async def add_receipt(self, body: ReceiptBody, *, created_by: str) -> UpdateReceipt:
         data = await self._json(

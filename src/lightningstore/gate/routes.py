@@ -18,7 +18,7 @@ from lightningstore.gate.authority import (
     require_role,
 )
 from lightningstore.gate.evaluator import Evaluator
-from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord
+from lightningstore.gate.evidence import Approval, Evidence, EvidenceKind, EvidenceRecord
 from lightningstore.gate.open import gate_records
 from lightningstore.gate.plan import PlanBody, TrainingPlan
 from lightningstore.gate.policy import GatePolicy
@@ -26,13 +26,17 @@ from lightningstore.gate.protected import ProtectedCase
 from lightningstore.gate.receipt import ReceiptBody, UpdateReceipt
 from lightningstore.gate.records import GateRecords
 from lightningstore.gate.verdict import GateReport
+from lightningstore.gate.whoami import WhoAmI
 
 router = APIRouter(prefix="/v1/gate", tags=["gate"])
 Actor = Field(default=None, max_length=200)
+_UNSTATED_REPORTER = GateReport.model_fields["recorded_by"].default
+"""A report's `recorded_by` when its sender left it out."""
 
 
 class _ActorIn(BaseModel):
-    """A gate write: its payload field, and who asks (recorded beside the caller's role)."""
+    """A gate write: its payload field, and who the caller says it is (`authority.recorded_by` decides
+    what is recorded: a token's own name, never a different stated one)."""
 
     model_config = ConfigDict(extra="forbid")
     actor: str | None = Actor
@@ -69,12 +73,22 @@ def _reader(request: Request) -> GateRecords:
 
 
 def _writer(
-    request: Request, allowed: frozenset[Role], action: str, actor: str | None = None
+    request: Request, allowed: frozenset[Role], action: str, *stated: str | None, strict: bool = False
 ) -> tuple[GateRecords, str]:
-    """The app's gate records and who the write is recorded by, once the caller's role may do `action`."""
+    """The app's gate records and who the write is recorded by (`authority.recorded_by`: the token's
+    identity; `strict`, a stated other name is 403), once the caller's role may do `action`."""
     caller = current_caller(request)
     require_role(caller, allowed, action)
-    return request.app.state.gate, recorded_by(caller, actor)
+    by = recorded_by(caller, *stated, checked=request.app.state.tokens.enabled, strict=strict)
+    return request.app.state.gate, by
+
+
+@router.get("/whoami")
+async def whoami(request: Request) -> WhoAmI:
+    """The caller's identity from its credentials (what `actor` may state, and what is recorded)."""
+    caller = current_caller(request)
+    by = recorded_by(caller, checked=request.app.state.tokens.enabled)
+    return WhoAmI(role=caller.role, name=caller.name, recorded_by=by)
 
 
 @router.post("/receipts")
@@ -116,7 +130,8 @@ async def get_receipt(request: Request, receipt_id: str) -> UpdateReceipt:
 @router.post("/reports")
 async def add_report(request: Request, report: GateReport) -> GateReport:
     """Append a check report (approver or admin)."""
-    gate, by = _writer(request, RECORD_EVIDENCE, "record gate reports", report.recorded_by)
+    stated = None if report.recorded_by == _UNSTATED_REPORTER else report.recorded_by
+    gate, by = _writer(request, RECORD_EVIDENCE, "record gate reports", stated, strict=True)
     return await gate.add_report(report.model_copy(update={"recorded_by": by}))
 
 
@@ -128,7 +143,10 @@ async def list_reports(request: Request, receipt_id: str) -> list[GateReport]:
 @router.post("/evidence")
 async def add_evidence(request: Request, body: EvidenceIn) -> EvidenceRecord:
     """Append a canary run, rollback drill or approval (approver or admin)."""
-    gate, by = _writer(request, RECORD_EVIDENCE, f"record {body.body.kind} evidence", body.actor)
+    # An approval names its approver in its body too: that name must be the token's as well.
+    named = body.body.actor if isinstance(body.body, Approval) else None
+    action = f"record {body.body.kind} evidence"
+    gate, by = _writer(request, RECORD_EVIDENCE, action, body.actor, named, strict=True)
     return await gate.add_evidence(body.body, recorded_by=by)
 
 

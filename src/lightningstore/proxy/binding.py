@@ -35,6 +35,21 @@ class Binding:
     missing: str
     """Why there is no LLM, for the error when `llms` is empty."""
     expires: float | None
+    mode: str | None = None
+    """The rollout's mode (`RolloutMode` value); None when bound without a rollout (the gate's probe)."""
+
+    def check_mode(self, mode: str) -> None:
+        """409 when a call's URL names another mode than the rollout's own (the runner's URLs never do)."""
+        # The mode picks the sampling the proxy writes (`LLM.mode_sampling`): an agent choosing it could
+        # record greedy calls as trainable in a train rollout (a batch the loop cannot score) or sample
+        # an evaluation at train temperature.
+        if self.mode is not None and mode != self.mode:
+            raise ProxyError(
+                409,
+                f"rollout {self.rollout_id!r} is a {self.mode} rollout; its calls go to "
+                f".../mode/{self.mode}/, not mode/{mode}",
+                "mode",
+            )
 
     def pick(self, requested_model: object, preferred_name: str) -> BoundLLM:
         """The LLM for one call: the only one, the one serving the requested model, or the preferred name."""
@@ -91,27 +106,35 @@ class Bindings:
         rollout = await self._store.get_rollout_by_id(rollout_id)
         if rollout is None:
             raise ProxyError(404, f"rollout {rollout_id!r} not found")
-        return await bind(self._store, self._config, rollout_id, rollout.resources_id)
+        return await bind(
+            self._store, self._config, rollout_id, rollout.resources_id, mode=rollout.mode.value
+        )
 
 
 async def bind(
-    store: LightningStore, config: ProxyConfig, rollout_id: str, resources_id: str | None
+    store: LightningStore,
+    config: ProxyConfig,
+    rollout_id: str,
+    resources_id: str | None,
+    *,
+    mode: str | None = None,
 ) -> Binding:
     """The binding of a rollout naming `resources_id` (None: no set), by `resource_resolver`'s rule: the
-    set's LLMs, else `config.resource_name`'s approved version (kept `pointer_ttl_s`)."""
+    set's LLMs, else `config.resource_name`'s approved version (kept `pointer_ttl_s`); `mode` is the
+    rollout's (never changes), checked against each call's URL."""
     if resources_id:
         missing = f"resource set {resources_id!r} of rollout {rollout_id!r} has no LLM resource"
         try:
             resolved = await resolve(store, resources_id)
         except ResourceResolutionError:
-            return Binding(rollout_id, (), missing, None)
+            return Binding(rollout_id, (), missing, None, mode)
         # A rollout's resource set is frozen once set: this answer never goes stale.
-        return Binding(rollout_id, _bound(sorted(resolved.versions.items())), missing, None)
+        return Binding(rollout_id, _bound(sorted(resolved.versions.items())), missing, None, mode)
     name = config.resource_name
     resolved = await resolve(store, None, [name])
     missing = f"rollout {rollout_id!r} has no resources_id and resource {name!r} has no approved LLM version"
     expires = time.monotonic() + config.pointer_ttl_s
-    return Binding(rollout_id, _bound(list(resolved.versions.items())), missing, expires)
+    return Binding(rollout_id, _bound(list(resolved.versions.items())), missing, expires, mode)
 
 
 async def check_attempt(store: LightningStore, rollout_id: str, attempt_id: str) -> None:

@@ -81,7 +81,9 @@ class Gateway:
         try:
             authorize(caller, rollout_id, attempt_id)
             agent = parse_body(await request.body(), kind)
-            bound = (await self.bindings.get(rollout_id)).pick(agent.get("model"), self.config.resource_name)
+            binding = await self.bindings.get(rollout_id)
+            binding.check_mode(mode)
+            bound = binding.pick(agent.get("model"), self.config.resource_name)
             call = prepare(
                 kind,
                 agent,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lightningstore.llm_record import JSON, Kind
 from lightningstore.proxy.errors import ProxyError
+from lightningstore.resource import LLM
 
 # Keys that choose where a call goes or with which credentials (litellm reads them as such). They
 # belong to the LLM resource and the server's environment, never to the agent: refused for every
@@ -99,6 +100,82 @@ NOT_FORWARDED = frozenset(
         "safety_identifier",
     }
 )
+
+# Keys with which the agent, not the policy, would choose the tokens a call samples: biasing or masking
+# the vocabulary (logit_bias, allowed_token_ids, bad_words, min_tokens masking the stop tokens), decoding
+# to a grammar or schema (vLLM's guided_*, structured_outputs, a response_format other than text),
+# custom logits processors (logits_processors, vllm_xargs), or picking among samples (best_of, beam
+# search). A train-mode call's span is trained on as the policy's own sample, with its log-probs: such a
+# call would write text of the agent's choosing into the weights. Refused in train mode on a trained
+# (OpenAI-compatible) backend; val and test calls are not training data, and `tools`/`tool_choice` are
+# not here (our inference server writes a forced call into the prompt, the sampled tokens stay the
+# policy's).
+TRAIN_REFUSED_KEYS = frozenset(
+    {
+        "logit_bias",
+        "allowed_token_ids",
+        "bad_words",
+        "min_tokens",
+        "structured_outputs",
+        "logits_processors",
+        "vllm_xargs",
+        "best_of",
+        "use_beam_search",
+    }
+)
+TRAIN_REFUSED_PREFIXES = ("guided_",)
+FREE_RESPONSE_FORMAT = "text"
+"""The one `response_format` type that leaves decoding free."""
+LENGTH_KEYS = ("max_tokens", "max_completion_tokens")
+"""Capped by `LLM.max_tokens_cap` in every mode: the cost of one call."""
+COUNT_KEYS = ("n", "best_of")
+"""Capped by `LLM.max_n` in every mode."""
+
+
+def _constrains_output(key: str, value: object) -> bool:
+    if not value:  # null, false, 0, {} and [] constrain nothing (clients send some such defaults)
+        return False
+    if key == "response_format":
+        return not (isinstance(value, dict) and value.get("type") == FREE_RESPONSE_FORMAT)
+    return key in TRAIN_REFUSED_KEYS or key.startswith(TRAIN_REFUSED_PREFIXES)
+
+
+def _integer(agent: JSON, key: str) -> int | None:
+    value = agent.get(key)
+    if value is None:
+        return None
+    # A string or a fraction would slip past the cap and be read as a number upstream (pydantic takes
+    # "1000000000" for an int).
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProxyError(422, f"{key} must be an integer, got {value!r:.80}", key)
+    if isinstance(value, float) and not value.is_integer():
+        raise ProxyError(422, f"{key} must be an integer, got {value!r}", key)
+    return int(value)
+
+
+def check_limits(agent: JSON, llm: LLM, mode: str) -> None:
+    """400 naming the first key of `agent` the call may not send: an output constraint in train mode
+    on a trained backend (`TRAIN_REFUSED_KEYS`), or a length or count above the resource's cap."""
+    if mode == "train" and llm.provider == "openai":
+        refused = sorted(key for key, value in agent.items() if _constrains_output(key, value))
+        if refused:
+            raise ProxyError(
+                400,
+                f"{', '.join(refused)}: a train-mode call samples the policy's own tokens; constraints on "
+                "its output (logit biases, token masks, guided or structured decoding, best_of) are "
+                "refused, as their answers would be trained on as the policy's",
+                refused[0],
+            )
+    for keys, cap, field in (
+        (LENGTH_KEYS, llm.max_tokens_cap, "max_tokens_cap"),
+        (COUNT_KEYS, llm.max_n, "max_n"),
+    ):
+        for key in keys:
+            value = _integer(agent, key)
+            if cap is not None and value is not None and value > cap:
+                raise ProxyError(
+                    400, f"{key}={value} is above this LLM resource's limit {cap} ({field})", key
+                )
 
 
 def _is_connection_key(key: str) -> bool:

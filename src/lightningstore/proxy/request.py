@@ -11,7 +11,7 @@ import orjson
 from lightningstore.llm_record import JSON, Kind
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
-from lightningstore.proxy.params import forwarded
+from lightningstore.proxy.params import check_limits, forwarded
 from lightningstore.resource import LLM
 
 
@@ -105,10 +105,11 @@ def prepare(
     ask_tokens: bool = True,
     rollout_id: str | None = None,
 ) -> CallRequest:
-    """The upstream request: the agent's keys `forwarded` allows (400 naming one it refuses), the
-    resource's model and sampling, (`ask_tokens`) asking for token ids and logprobs, and a seed from
-    `rollout_id` when the resource `seed_calls` and the agent gave none."""
+    """The upstream request: the agent's keys `forwarded` allows and `check_limits` passes (400 naming
+    one either refuses), the resource's model and sampling, (`ask_tokens`) asking for token ids and
+    logprobs, and a seed from `rollout_id` when the resource `seed_calls` and the agent gave none."""
     body = forwarded(agent, kind, openai_compatible=llm.provider == "openai")
+    check_limits(agent, llm, mode)
     body["model"] = llm.model
     merge_sampling(body, agent, llm, mode, config)
     if llm.seed_calls and rollout_id is not None and body.get("seed") is None:

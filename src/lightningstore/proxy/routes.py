@@ -64,6 +64,7 @@ async def models(
     try:
         authorize(caller, rollout_id, attempt_id)
         binding = await gateway.bindings.get(rollout_id)
+        binding.check_mode(mode.value)
     except ProxyError as error:
         return error.response()
     cards = [

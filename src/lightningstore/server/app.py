@@ -21,7 +21,9 @@ from starlette.types import Receive, Scope, Send
 from lightningstore.auth.raw_path import RawPathMiddleware
 from lightningstore.auth.tokens import TokenConfig
 from lightningstore.http_api import ErrorBody
+from lightningstore.server.admission import AdmissionMiddleware, admit
 from lightningstore.server.api_docs import install_api_docs
+from lightningstore.server.attempt_quota import DEFAULT_ATTEMPT_QUOTA, AttemptQuota, QuotaLedger
 from lightningstore.server.auth import declare_bearer_security
 from lightningstore.server.body_limit import BodyLimitMiddleware
 from lightningstore.server.error_handlers import install_error_handlers
@@ -43,8 +45,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 class StoreApp(FastAPI):
     """The store's FastAPI app. A hot route that none of its middleware would act on (no rate limit, no
     FastAPI telemetry, no middleware added after `build_app`, a body within the limit) is answered ahead
-    of the middleware stack, as FastPathMiddleware would answer it inside: the request skips the CPU that
-    every layer of the stack spends on it."""
+    of the middleware stack, once `admit`ted, as AdmissionMiddleware and FastPathMiddleware would answer
+    it inside: the request skips the CPU that every layer of the stack spends on it."""
 
     early_middleware: int | None = None
     """How many middleware `build_app` added when the early answer is allowed; None: never."""
@@ -62,6 +64,10 @@ class StoreApp(FastAPI):
         async def fallback(_: Scope, receive: Receive, send: Send) -> None:
             await FastAPI.__call__(self, scope, receive, send)
 
+        refused, receive = admit(self.state.tokens, self.state.quota_ledger, scope, receive)
+        if refused is not None:  # as AdmissionMiddleware would answer it
+            await refused(scope, receive, send)
+            return
         # What Starlette and RawPathMiddleware would have set on the way in.
         inner = {**scope, "app": self, "path": scope["raw_path"].decode("latin-1")}
         await serve_hot(*hit, inner, receive, send, fallback)
@@ -100,6 +106,7 @@ def build_app(
     rate_burst: int | None = None,
     ui: bool = True,
     ui_metrics_csv: str | Path | None = None,
+    attempt_quota: AttemptQuota | None = DEFAULT_ATTEMPT_QUOTA,
 ) -> FastAPI:
     """The store server's HTTP API. No tokens (or an empty TokenConfig) = dev mode: every caller is admin.
 
@@ -111,7 +118,10 @@ def build_app(
     `rate_limit` requests/second per caller (None: unlimited) with bursts of `rate_burst` requests
     (default: one second's worth); over it a caller gets 429 with Retry-After;
     `ui` mounts the dashboard at /ui (`lightningstore.server.ui`), whose training page charts
-    `ui_metrics_csv` (a run's metrics.csv) when given.
+    `ui_metrics_csv` (a run's metrics.csv) when given;
+    `attempt_quota` bounds what each attempt's agent key may send (`server.attempt_quota`; None: no bound).
+    Without tokens the app answers only loopback Host names and no write from another site
+    (`server.origin_guard`).
     """
     if rate_limit is None and rate_burst is not None:
         raise ValueError(f"rate_burst={rate_burst!r} needs a rate_limit")
@@ -147,6 +157,7 @@ def build_app(
     app.state.tokens = tokens or TokenConfig()
     app.state.max_body_bytes = max_body_bytes
     app.state.rate_limiter = limiter
+    app.state.quota_ledger = QuotaLedger(attempt_quota) if attempt_quota is not None else None
     register_routes(app)  # every store route, in server.route_table's order
     declare_bearer_security(app)
     install_api_docs(app)
@@ -154,6 +165,8 @@ def build_app(
     app.add_middleware(FastPathMiddleware)  # innermost: inside the body limit and the raw path
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     app.add_middleware(RawPathMiddleware)
+    # Outside the body limit (which answers a streamed body past the quota), inside the rate limit.
+    app.add_middleware(AdmissionMiddleware)
     app.max_body_bytes = max_body_bytes
     if limiter is not None:
         # Outermost: refuse before the body is read or anything is routed.

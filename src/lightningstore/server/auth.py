@@ -1,6 +1,8 @@
 """The store routes' request context (store and caller) and the bearer scheme in the OpenAPI document.
 
-The caller itself is resolved by `lightningstore.auth.bearer`, shared with the proxy and gate routes.
+The caller itself is resolved by `lightningstore.auth.bearer`, shared with the proxy and gate routes;
+a write's caller was already resolved from its head (`head_caller`, before its body was read) and is
+kept in the request's scope under CALLER_SCOPE_KEY.
 """
 
 from __future__ import annotations
@@ -8,10 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
+from starlette.responses import Response
 
 from lightningstore.auth.bearer import current_caller
-from lightningstore.auth.tokens import Caller
+from lightningstore.auth.tokens import Caller, Role, TokenConfig
+from lightningstore.server.error_handlers import error_response
 from lightningstore.store import LightningStore
+
+CALLER_SCOPE_KEY = "lightningstore.caller"
 
 SECURITY_SCHEME = {
     "bearer": {"type": "http", "scheme": "bearer", "description": "A role token or an agent key."}
@@ -19,8 +25,26 @@ SECURITY_SCHEME = {
 
 
 def context(request: Request) -> tuple[LightningStore, Caller]:
-    """The app's store and the authenticated caller of this request."""
-    return request.app.state.store, current_caller(request)
+    """The app's store and the authenticated caller of this request; an agent key's span writes count
+    against its attempt's quota (`attempt_quota`)."""
+    caller = request.scope.get(CALLER_SCOPE_KEY) or current_caller(request)
+    store = request.app.state.store
+    if caller.role is Role.AGENT:
+        ledger = getattr(request.app.state, "quota_ledger", None)
+        if ledger is not None:
+            store = ledger.store_for(store, caller)
+    return store, caller
+
+
+def head_caller(tokens: TokenConfig, authorization: bytes | None) -> Caller | Response:
+    """The caller an `Authorization` header names, or the 401 a route would answer (as `current_caller`)."""
+    scheme, _, token = (authorization or b"").decode("latin-1").partition(" ")
+    token = token.strip() if scheme.lower() == "bearer" else ""
+    caller = tokens.resolve(token or None)
+    if caller is None:
+        reason = "unknown or invalid bearer token" if token else "missing bearer token"
+        return error_response(401, "unauthorized", reason)
+    return caller
 
 
 def declare_bearer_security(app: FastAPI) -> None:

@@ -8,9 +8,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from lightningstore.server.error_handlers import error_response
 
 
-class BodyTooLarge(HTTPException):
-    """Raised inside `receive` when a streamed body passes the limit (an HTTPException, so FastAPI's
-    body reader passes it through to the 413 handler)."""
+class BodyRefused(HTTPException):
+    """Raised inside `receive` when a streamed body passes a limit (an HTTPException, so FastAPI's body
+    reader passes it through to the app's handler); BodyLimitMiddleware answers it when raised elsewhere."""
+
+    code = "payload_too_large"
+
+
+class BodyTooLarge(BodyRefused):
+    """A streamed body past the server's byte limit (413)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(413, reason)
@@ -57,6 +63,6 @@ class BodyLimitMiddleware:
 
         try:
             await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLarge as exc:
+        except BodyRefused as exc:
             if not started:
-                await error_response(413, "payload_too_large", exc.detail)(scope, receive, send)
+                await error_response(exc.status_code, exc.code, exc.detail)(scope, receive, send)

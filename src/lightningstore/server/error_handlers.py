@@ -56,9 +56,14 @@ def _field_of(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
-def _validation_error(_: Request, exc: Exception) -> Response:
+def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
+    if errors and tuple(errors[0]["loc"]) == ("body",) and isinstance(errors[0].get("input"), bytes):
+        # FastAPI left the body unparsed: its content type is not one it reads as JSON (`text/json`, none).
+        given = request.headers.get("content-type", "none")
+        reason = f"the body must be JSON sent as application/json (content type: {given[:100]})"
+        return error_response(415, "unsupported_media_type", reason, {"field": "content-type"})
     if errors and errors[0].get("type") == "json_invalid":
         error = errors[0]
         reason = (error.get("ctx") or {}).get("error", error["msg"])

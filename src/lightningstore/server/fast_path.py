@@ -37,7 +37,7 @@ from lightningstore.auth.raw_path import IdConvertor
 from lightningstore.proxy.fast_call import ProxyCall, match_call
 from lightningstore.server.auth import context
 from lightningstore.server.error_handlers import answer_error
-from lightningstore.server.json_guard import json_refusal
+from lightningstore.server.json_guard import is_json_type, json_refusal
 from lightningstore.server.route_table import ROUTES, HotRoute, Route
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 def _is_json(scope: Scope) -> bool:
     for name, value in scope["headers"]:
         if name == b"content-type":
-            return value.split(b";", 1)[0].strip().lower() == b"application/json"
+            return is_json_type(value)  # whatever FastAPI parses as JSON (`+json` too) is guarded
     return False
 
 

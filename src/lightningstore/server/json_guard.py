@@ -6,7 +6,9 @@ neither (it stops at 255 levels, and UTF-8 cannot hold a surrogate), so such a b
 inside a route. `FastPathMiddleware` asks `json_refusal` about every JSON body before
 anything else reads it, so one rule holds on every route, the hot ones, the gateway's and OTLP's
 included: at most MAX_JSON_DEPTH levels of objects and arrays (the limit of pydantic-core's parser,
-which the hot routes validate with), and no lone surrogates.
+which the hot routes validate with), and no lone surrogates. A JSON body is one whose content type
+FastAPI parses as JSON (`is_json_type`: `application/json` or any `application/*+json`, parameters
+such as a charset aside), so no content type reaches a route's `json.loads` unguarded.
 """
 
 from __future__ import annotations
@@ -25,6 +27,16 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _HIGH_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
 """pydantic-core's "unexpected end of hex escape" just after one of these: no low surrogate followed."""
 _WHERE = re.compile(r" at line (\d+) column (\d+)$")
+
+
+def is_json_type(content_type: bytes) -> bool:
+    """Whether FastAPI parses a body of this content type as JSON (its rule: main type `application`,
+    subtype `json` or ending in `+json`, read as `email.message` reads the header)."""
+    media = content_type.split(b";", 1)[0].strip().lower()
+    if media.count(b"/") != 1:
+        return False
+    main, sub = media.split(b"/")
+    return main == b"application" and (sub == b"json" or sub.endswith(b"+json"))
 
 
 def json_refusal(body: bytes) -> Response | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.app import DEFAULT_MAX_BODY_BYTES, build_app
+from lightningstore.server.attempt_quota import DEFAULT_ATTEMPT_QUOTA, AttemptQuota, QuotaLedger
 
 
 def is_loopback(host: str) -> bool:
@@ -46,10 +47,12 @@ def serve(
     rate_burst: int | None = None,
     metrics_csv: str | None = None,
     workers: int = 1,
+    attempt_quota: AttemptQuota | None = DEFAULT_ATTEMPT_QUOTA,
 ) -> None:
     """Serve a SqlStore on `db` until interrupted; refuses a non-loopback host without tokens.
 
     `rate_limit` requests/second per caller (None: unlimited), bursts of `rate_burst` (see build_app);
+    `attempt_quota`: what each attempt's agent key may send (None: no bound; counted per process);
     `metrics_csv`: the run whose metrics the dashboard's training page charts; `workers` > 1 serves
     from that many processes on one socket (PostgreSQL only; see `app_from_spec`).
     """
@@ -78,12 +81,13 @@ def serve(
         "rate_burst": rate_burst,
         "metrics_csv": metrics_csv,
         "workers": workers,
+        "attempt_quota": attempt_quota.as_dict() if attempt_quota is not None else None,
     }
     if workers > 1:
         os.environ[SPEC_ENV] = json.dumps(spec)
         target: Any = "lightningstore.server.run:app_from_spec"
     else:
-        target = _app(spec)
+        target = _with_quota(_app(spec), spec)
     config = uvicorn.Config(
         target,
         factory=workers > 1,
@@ -112,21 +116,29 @@ SPEC_ENV = "LIGHTNINGRL_STORE_SERVER_SPEC"
 
 
 def _tokens_spec(tokens: TokenConfig) -> dict[str, Any]:
+    """The tokens as JSON: roles and names by hex digest (a named approver stays named), the secret."""
     roles = {digest.hex(): role.value for digest, role in tokens.roles_by_digest.items()}
-    return {"roles_by_digest": roles, "agent_secret": tokens.agent_secret}
+    names = {digest.hex(): name for digest, name in tokens.names_by_digest.items()}
+    return {"roles_by_digest": roles, "names_by_digest": names, "agent_secret": tokens.agent_secret}
+
+
+def _tokens_from_spec(spec: dict[str, Any]) -> TokenConfig:
+    """The TokenConfig `_tokens_spec` wrote, names included."""
+    from lightningstore.auth.tokens import Role
+
+    return TokenConfig(
+        roles_by_digest={bytes.fromhex(h): Role(r) for h, r in spec["roles_by_digest"].items()},
+        agent_secret=spec["agent_secret"],
+        names_by_digest={bytes.fromhex(h): n for h, n in spec.get("names_by_digest", {}).items()},
+    )
 
 
 def _app(spec: dict[str, Any]) -> Any:
-    from lightningstore.auth.tokens import Role
     from lightningstore.sql import SqlStore
 
-    tokens = TokenConfig(
-        {bytes.fromhex(h): Role(r) for h, r in spec["tokens"]["roles_by_digest"].items()},
-        spec["tokens"]["agent_secret"],
-    )
     app = build_app(
         SqlStore(spec["db"]),
-        tokens=tokens,
+        tokens=_tokens_from_spec(spec["tokens"]),
         max_body_bytes=spec["max_body_bytes"],
         sweep_interval=spec["sweep_interval"],
         close_store=True,
@@ -143,9 +155,26 @@ def _app(spec: dict[str, Any]) -> Any:
     return app
 
 
+def _with_quota(app: Any, spec: dict[str, Any]) -> Any:
+    """`app` bounding agent keys by the spec's attempt quota (`_app` builds it with the default one)."""
+    quota = spec.get("attempt_quota", DEFAULT_ATTEMPT_QUOTA.as_dict())
+    app.state.quota_ledger = QuotaLedger(AttemptQuota(**quota)) if quota is not None else None
+    return app
+
+
 def app_from_spec() -> Any:
     """The app of one worker process of a multi-process server (uvicorn calls this factory in each)."""
-    return _app(json.loads(os.environ[SPEC_ENV]))
+    spec = json.loads(os.environ[SPEC_ENV])
+    return _with_quota(_app(spec), spec)
+
+
+QUOTA_FLAGS: dict[str, tuple[str, str, str]] = {
+    "--attempt-max-spans": ("max_spans", "N", "spans stored per attempt"),
+    "--attempt-max-bytes": ("max_bytes", "BYTES", "request body bytes per attempt"),
+    "--attempt-max-requests": ("max_requests", "N", "write requests per attempt, model calls included"),
+    "--request-max-spans": ("max_spans_per_request", "N", "spans in one request"),
+}
+"""`lightningrl store serve`'s flags of the AttemptQuota fields."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -193,6 +222,18 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve from N processes on one socket (PostgreSQL only). Each has its own model gateway: "
         "/proxy/admin pause and drain need one process, so they answer 409 when N > 1",
     )
+    quota = parser.add_argument_group(
+        "attempt quota", "what one attempt's agent key may send (counted per server process)"
+    )
+    for flag, (name, metavar, what) in QUOTA_FLAGS.items():
+        default = getattr(DEFAULT_ATTEMPT_QUOTA, name)
+        help = f"{what} (default {default})"
+        quota.add_argument(
+            flag, type=_positive_int, default=default, dest=f"quota_{name}", metavar=metavar, help=help
+        )
+    quota.add_argument(
+        "--no-attempt-quota", action="store_true", help="no bound on agent keys (role tokens have none)"
+    )
     parser.add_argument("--log-level", default="warning")
 
 
@@ -232,8 +273,13 @@ def serve_from_args(args: argparse.Namespace) -> int:
         rate_burst=args.rate_burst,
         metrics_csv=args.metrics_csv,
         workers=args.workers,
+        attempt_quota=None if args.no_attempt_quota else _quota_from_args(args),
     )
     return 0
+
+
+def _quota_from_args(args: argparse.Namespace) -> AttemptQuota:
+    return AttemptQuota(**{name: getattr(args, f"quota_{name}") for name, _, _ in QUOTA_FLAGS.values()})
 
 
 def main(argv: list[str] | None = None) -> int:
