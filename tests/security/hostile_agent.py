@@ -20,6 +20,28 @@ import httpx
 SECRET_NAMES = ("TOKEN", "SECRET")
 
 
+def _secrets_in_other_processes() -> set[str]:
+    """`pid:NAME` for each credential variable the start-up environment of one of fit's processes shows
+    (`/proc/PID/environ`, readable by a process of the same user)."""
+    found = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"lightningrl" not in (proc / "cmdline").read_bytes():
+                continue
+            entries = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.split(b"=", 1)[0].decode(errors="replace")
+            if (
+                "=" in entry.decode(errors="replace")
+                and name.startswith("LIGHTNINGRL")
+                and name.endswith(SECRET_NAMES)
+            ):
+                found.add(f"{proc.name}:{name}")
+    return found
+
+
 def main() -> None:
     victim = sys.argv[1]
     own_key = os.environ["LIGHTNINGRL_AGENT_KEY"]
@@ -38,6 +60,7 @@ def main() -> None:
         n for n in names if n.endswith(SECRET_NAMES) and n.startswith("LIGHTNINGRL")
     )
     probes["environment"] = shell
+    probes["proc_secrets"] = sorted(_secrets_in_other_processes())
 
     # 2. The store with no credential at all (a no-token server would take it as admin).
     probes["reward_no_token"] = client.post(
@@ -73,11 +96,18 @@ def main() -> None:
         probes["logit_bias"] = client.post(
             f"{base_url}/chat/completions", json={**chat, "logit_bias": {"5": 100}}, headers=mine
         ).status_code
+        probes["max_tokens_1e9"] = client.post(
+            f"{base_url}/chat/completions", json={**chat, "max_tokens": 10**9}, headers=mine
+        ).status_code
         probes["n_64"] = client.post(
             f"{base_url}/chat/completions", json={**chat, "n": 64}, headers=mine
         ).status_code
 
-    # 5. The task, honestly.
+    # 5. More telemetry than an attempt may write (a span each, 5,001 in one request).
+    flood = [{**span, "rollout_id": rollout, "span_id": f"{i:016x}", "attributes": {}} for i in range(5001)]
+    probes["span_flood"] = client.post(f"{store}/v1/spans", json=flood, headers=mine).status_code
+
+    # 6. The task, honestly.
     reply = client.post(f"{base_url}/chat/completions", json=chat, headers=mine)
     reply.raise_for_status()
     text = reply.json()["choices"][0]["message"]["content"] or ""

@@ -25,8 +25,9 @@ REFUSED = {
     "span_other_rollout": 403,
     "span_training_attributes": 403,
     "other_mode": 409,
+    "span_flood": 429,
 }
-REFUSED_IN_TRAIN = {"logit_bias": 400, "n_64": 400}
+REFUSED_IN_TRAIN = {"logit_bias": 400, "n_64": 400, "max_tokens_1e9": 400}
 
 
 async def _victim(db: Path) -> str:
@@ -53,6 +54,16 @@ async def _forged(db: Path) -> tuple[list[str], list[str]]:
             ]
             spans += [s.rollout_id for s in await store.query_spans(rollout.rollout_id, name="forged")]
         return rewards, spans
+    finally:
+        await store.close()
+
+
+async def _flooded(db: Path) -> int:
+    """Spans the agent's refused flood left (their span ids are 16 hex digits from 0)."""
+    store = SqlStore(db)
+    try:
+        spans = [s for r in await store.query_rollouts() for s in await store.query_spans(r.rollout_id)]
+        return sum(1 for s in spans if s.span_id.startswith("0000000000"))
     finally:
         await store.close()
 
@@ -97,8 +108,10 @@ def test_a_hostile_agent_under_fit_reaches_nothing(tmp_path: Path, monkeypatch: 
     assert {p["mode"] for p in probes} >= {"train", "val"}
     for seen in probes:
         assert seen["secret_names"] == [], seen["secret_names"]
+        assert seen["proc_secrets"] == [], seen["proc_secrets"]  # the store server's and runner's /proc
         assert PROVIDER_KEY not in seen["environment"]
         expected = {**REFUSED, **(REFUSED_IN_TRAIN if seen["mode"] == "train" else {})}
         assert {k: seen[k] for k in expected} == expected
     assert asyncio.run(_forged(out / "store.db")) == ([], [])
+    assert asyncio.run(_flooded(out / "store.db")) == 0
     assert result.metrics[-1]["step"] == 1

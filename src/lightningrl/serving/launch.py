@@ -8,7 +8,8 @@ from pathlib import Path
 
 from lightningrl.processes.supervisor import Child, Supervisor, child_env, cli_command
 from lightningrl.serving.vllm import has_cuda, vllm_command, vllm_env, vllm_python
-from runner.credentials import PROVIDER_KEYS, RUNNER_SECRETS
+from lightningstore.auth.environment_secrets import CREDENTIAL_VARS
+from runner.credentials import PROVIDER_KEYS
 
 VLLM_START_TIMEOUT = 600.0
 """vLLM-CPU starts in 20-85 s on an idle 2-core machine (a compile on first start), slower when busy."""
@@ -91,7 +92,7 @@ async def start_inference_server(supervisor: Supervisor, launch: InferenceLaunch
         launch.command(),
         env=launch.env(),
         restartable=True,
-        withhold=RUNNER_SECRETS | PROVIDER_KEYS,
+        withhold=CREDENTIAL_VARS | PROVIDER_KEYS,
     )
     await launch.wait_ready(supervisor, child)
     return f"{launch.url}/v1"

@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Any
 
+from lightningstore.auth.environment_secrets import remove_credentials
 from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.app import DEFAULT_MAX_BODY_BYTES, build_app
 from lightningstore.server.attempt_quota import DEFAULT_ATTEMPT_QUOTA, AttemptQuota, QuotaLedger
@@ -165,6 +166,7 @@ def _with_quota(app: Any, spec: dict[str, Any]) -> Any:
 def app_from_spec() -> Any:
     """The app of one worker process of a multi-process server (uvicorn calls this factory in each)."""
     spec = json.loads(os.environ[SPEC_ENV])
+    remove_credentials(extra=[SPEC_ENV])  # the spec holds the agent secret
     return _with_quota(_app(spec), spec)
 
 
@@ -258,6 +260,8 @@ def serve_from_args(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: cannot load tokens: {exc}", file=sys.stderr)
         return 2
+    # Read once: a process of the same user (an agent on this machine) must not find them here.
+    remove_credentials()
     if args.rate_burst is not None and not args.rate_limit:
         print("error: --rate-burst needs --rate-limit", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from lightningstore.auth.environment_secrets import is_credential_var
 from lightningstore.semconv import (
     ATTEMPT_ID,
     PROXY_CALL_MARK,
@@ -25,7 +26,6 @@ from lightningstore.semconv import (
     agl_event_url,
     is_proxy_url,
 )
-from runner.credentials import is_runner_secret
 from runner.resources import AgentResources
 
 SAFE_BASE: frozenset[str] = frozenset(
@@ -102,7 +102,7 @@ def check_user_environment(env: Mapping[str, str], pass_env: Collection[str]) ->
         for name in names:
             if not name or "=" in name or "\0" in name:
                 raise ValueError(f"{where}: {name!r} is not an environment variable name")
-            if is_runner_secret(name):
+            if is_credential_var(name):
                 raise ValueError(
                     f"{where} names {name}: the runner's token, role tokens and the agent-key secret never "
                     "reach an agent (it writes with its attempt's key, $LIGHTNINGRL_AGENT_KEY)"
@@ -130,6 +130,6 @@ def local_environment(
         name: value
         for name, value in source.items()
         if (name in SAFE_BASE or name.startswith(SAFE_PREFIXES) or name in pass_env)
-        and not is_runner_secret(name)
+        and not is_credential_var(name)
     }
     return {**inherited, **env, **attempt_environment(resources, task, store_url=store_url)}
