@@ -24,7 +24,12 @@ from lightningstore.errors import (
     StoreError,
 )
 from lightningstore.http_api import FinishAttemptBody, path_segment
-from lightningstore.http_errors import StoreUnavailableError, error_from_response, retry_after
+from lightningstore.http_errors import (
+    StoreUnavailableError,
+    error_from_response,
+    is_quota_refusal,
+    retry_after,
+)
 from lightningstore.json_writer import write_json
 from lightningstore.resource import PointerMove, ResourceSet, ResourceVersion
 from lightningstore.reward import Reward, RewardIn
@@ -165,7 +170,10 @@ class StoreClient(LightningStore):
                     return response.content
                 # 429 and 503 are the store saying "not done, try again"; a 502/504 from something in
                 # between may follow a stored write, so only an idempotent write is sent again.
-                unavailable = status in (429, 503) or (status >= 500 and idempotent)
+                # A quota refusal is final: sending it again only spends the attempt's time.
+                unavailable = (status == 503 or (status >= 500 and idempotent)) or (
+                    status == 429 and not is_quota_refusal(response)
+                )
                 if not unavailable or attempt == self.max_retries or loop.time() > deadline:
                     raise error_from_response(response)
                 asked = retry_after(response)

@@ -72,6 +72,18 @@ class PermissionDeniedError(StoreError):
     code = "forbidden"
 
 
+class QuotaExceededError(StoreError):
+    """An agent key's attempt wrote more than its quota allows (spans, bytes or requests): nothing of the
+    request is stored, and asking again will not help (unlike a rate limit's 429)."""
+
+    http_status = 429
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 ERRORS_BY_CODE: dict[str, type[StoreError]] = {
     cls.code: cls
     for cls in (
@@ -81,5 +93,6 @@ ERRORS_BY_CODE: dict[str, type[StoreError]] = {
         ConflictError,
         IllegalTransitionError,
         PermissionDeniedError,
+        QuotaExceededError,
     )
 }

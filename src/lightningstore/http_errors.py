@@ -14,6 +14,7 @@ from lightningstore.errors import (
     InvalidInputError,
     NotFoundError,
     PermissionDeniedError,
+    QuotaExceededError,
     StoreError,
 )
 
@@ -52,6 +53,17 @@ def retry_after(response: HttpAnswer) -> float:
     except ValueError:
         return 0.0
     return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+
+
+def is_quota_refusal(response: HttpAnswer) -> bool:
+    """A 429 that an attempt's quota gave (final), not a rate limit's (try again later)."""
+    if response.status_code != 429:
+        return False
+    try:
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(body, dict) and body.get("code") == QuotaExceededError.code
 
 
 def error_from_response(response: HttpAnswer) -> StoreError:

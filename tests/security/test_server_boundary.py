@@ -17,9 +17,10 @@ import pytest
 from backends import LiveServer
 
 from lightningrl.local_stack import serve_app
-from lightningstore import LLM, AttemptedRollout, SqlStore, semconv
+from lightningstore import LLM, AttemptedRollout, SpanIn, SqlStore, semconv
 from lightningstore.auth import TokenConfig
 from lightningstore.client import StoreClient
+from lightningstore.errors import QuotaExceededError
 from lightningstore.server import build_app
 from lightningstore.server.attempt_quota import AttemptQuota
 
@@ -229,6 +230,18 @@ async def test_one_huge_request_of_an_agent_key_is_refused_whole(tmp_path: Path)
         assert await store.query_spans(claim.rollout_id) == []
 
 
+async def test_the_client_gives_up_on_a_quota_at_once(tmp_path: Path) -> None:
+    """A quota's 429 is final: the client raises it as QuotaExceededError without trying again (a
+    rate limit's 429 it retries)."""
+    async with with_tokens(tmp_path) as (url, store):
+        claim, key = await _claim(url)
+        async with StoreClient(url, token=key, max_retries=5) as agent:
+            with pytest.raises(QuotaExceededError, match="at most 5000 spans per request"):
+                await agent.add_many_spans([SpanIn.model_validate(s) for s in _spans(claim, 5001)])
+            assert agent.retries == 0
+        assert await store.query_spans(claim.rollout_id) == []
+
+
 async def test_an_attempts_requests_spans_and_bytes_are_bounded(tmp_path: Path) -> None:
     quota = AttemptQuota(max_requests=6, max_spans=10, max_bytes=20_000)
     async with with_tokens(tmp_path, quota) as (url, store), httpx.AsyncClient(base_url=url) as http:
@@ -273,6 +286,8 @@ async def test_an_attempts_requests_spans_and_bytes_are_bounded(tmp_path: Path) 
 
         over = await http.post("/v1/spans", content=chunked(), headers={**otlp, **_bearer(other_key)})
         assert over.status_code == 429 and "bytes per attempt" in over.json()["message"], over.text
+        over = await http.post("/v1/traces", content=chunked(), headers={**otlp, **_bearer(other_key)})
+        assert over.status_code == 429 and over.json()["code"] == "quota_exceeded", over.text
         assert await store.query_spans(other.rollout_id) == []
 
 

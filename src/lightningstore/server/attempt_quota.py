@@ -24,13 +24,13 @@ from starlette.responses import Response
 from starlette.types import Message, Receive
 
 from lightningstore.auth.tokens import Caller
-from lightningstore.errors import StoreError
+from lightningstore.errors import QuotaExceededError
 from lightningstore.server.body_limit import BodyRefused
 from lightningstore.server.error_handlers import error_response
 from lightningstore.span import Span, SpanIn
 from lightningstore.store import LightningStore
 
-CODE = "quota_exceeded"
+CODE = QuotaExceededError.code
 
 
 @dataclass(frozen=True)
@@ -58,17 +58,6 @@ class AttemptQuota:
 
 
 DEFAULT_ATTEMPT_QUOTA = AttemptQuota()
-
-
-class QuotaExceeded(StoreError):
-    """A span write past its attempt's quota (429; nothing of the request is stored)."""
-
-    http_status = 429
-    code = CODE
-
-    def __init__(self, message: str, quota: str) -> None:
-        super().__init__(message)
-        self.kind = quota
 
 
 class BodyOverQuota(BodyRefused):
@@ -149,17 +138,17 @@ class QuotaLedger:
         return counting
 
     def charge_spans(self, caller: Caller, count: int) -> None:
-        """Count `count` spans about to be stored; QuotaExceeded (nothing counted) past either span quota."""
+        """Count `count` spans about to be stored; QuotaExceededError (nothing counted) past either span quota."""
         quota = self.quota
         if count > quota.max_spans_per_request:
-            raise QuotaExceeded(
+            raise QuotaExceededError(
                 f"quota exceeded for {_whose(caller)}: at most {quota.max_spans_per_request} spans per "
                 f"request, got {count}",
                 "spans per request",
             )
         usage = self.usage(caller)
         if usage.spans + count > quota.max_spans:
-            raise QuotaExceeded(
+            raise QuotaExceededError(
                 f"quota exceeded for {_whose(caller)}: at most {quota.max_spans} spans per attempt "
                 f"({usage.spans} stored, {count} more sent)",
                 "spans per attempt",

@@ -81,7 +81,8 @@ def _validation_error(request: Request, exc: Exception) -> Response:
 
 def _http_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    code = HTTP_CODES.get(exc.status_code, "http_error")
+    # An exception that names its own code (a body refused for a quota, say) keeps it.
+    code = getattr(exc, "code", None) or HTTP_CODES.get(exc.status_code, "http_error")
     return error_response(exc.status_code, code, str(exc.detail))
 
 
