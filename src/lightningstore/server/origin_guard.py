@@ -49,11 +49,15 @@ def is_loopback_host(host: bytes) -> bool:
             name = port
         elif not port.isdigit():
             return False
-    name = name.rstrip(".")
-    if name == "localhost":
+    return is_loopback(name.rstrip("."))
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback address (no port, no brackets)."""
+    if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(name).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import ipaddress
 import json
 import logging
 import math
@@ -16,15 +15,7 @@ from lightningstore.auth.environment_secrets import remove_credentials
 from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.app import DEFAULT_MAX_BODY_BYTES, build_app
 from lightningstore.server.attempt_quota import DEFAULT_ATTEMPT_QUOTA, AttemptQuota, QuotaLedger
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from lightningstore.server.origin_guard import is_loopback
 
 
 def load_tokens(tokens_file: str | None, environ: dict[str, str] | None = None) -> TokenConfig:
