@@ -245,6 +245,23 @@ def test_the_job_manifest_holds_only_the_attempts_environment(monkeypatch: pytes
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env == attempt_environment(resources(), {"q": 1}, store_url="http://store")
     assert_no_secret({"job": yaml.safe_dump(job)}, SECRET_VALUES)
+    assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_the_job_takes_the_users_env_and_refuses_a_secret() -> None:
+    spec = JobSpec(image="agent:1", command=["a"], env={"JUDGE_URL": "http://judge", "OPENAI_BASE_URL": "x"})
+    job = render_job(spec, resources(), {"q": 1}, store_url="http://store")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["JUDGE_URL"] == "http://judge"
+    assert (
+        env["OPENAI_BASE_URL"]
+        == attempt_environment(resources(), {"q": 1}, store_url=None)["OPENAI_BASE_URL"]
+    )
+    with pytest.raises(ValueError, match="LIGHTNINGRL_AGENT_SECRET"):
+        JobSpec(image="agent:1", command=["a"], env={"LIGHTNINGRL_AGENT_SECRET": "s"})
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        JobSpec(image="agent:1", command=["a"], env={"OPENAI_API_KEY": "sk-real"})
 
 
 def test_fit_runner_processes_get_no_other_roles_token_and_no_provider_key(

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from kubernetes.client.rest import ApiException
 
 from runner.agent import LitAgent
 from runner.controllers.egress import EgressPolicy, render_network_policy
-from runner.controllers.environment import attempt_environment
+from runner.controllers.environment import attempt_environment, check_user_environment
 from runner.resources import AgentResources
 
 log = logging.getLogger("runner.controllers.kubernetes")
@@ -61,6 +61,12 @@ class JobSpec:
     egress: EgressPolicy | None = field(default_factory=EgressPolicy)
     """The NetworkPolicy the controller keeps beside its Jobs: rollout pods reach the gateway and DNS
     only. None leaves egress as the cluster has it."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables the user gives the agent beside the attempt's own (never a role token or the agent
+    secret: refused at construction, as `LocalController`'s `env=` is)."""
+
+    def __post_init__(self) -> None:
+        check_user_environment(self.env, ())
 
 
 def render_job(
@@ -81,7 +87,7 @@ def render_job(
         rollout_label=label_value(resources.rollout_id),
         image=spec.image,
         command=list(spec.command),
-        env=attempt_environment(resources, task, store_url=store_url),
+        env={**spec.env, **attempt_environment(resources, task, store_url=store_url)},
         ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
         active_deadline_seconds=int(resources.timeout_seconds) + 1 if resources.timeout_seconds else None,
         service_account=spec.service_account,
