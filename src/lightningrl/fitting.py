@@ -57,6 +57,7 @@ from lightningrl.serving.launch import (
     InferenceLaunch,
     start_inference_server,
 )
+from lightningrl.serving.reload_token import RELOAD_TOKEN_ENV, reload_token_for_run
 from lightningrl.serving.vllm import check_reloadable, resolve_engine
 from lightningstore import LLM, LightningStore, open_store, semconv
 from lightningstore.auth import ENV_VARS, Role
@@ -68,7 +69,9 @@ SERVED_MODEL_NAME = "policy"
 TRAIN_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 T = TypeVar("T")
 """The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
-NOT_FOR_RUNNERS = frozenset(v for role, v in ENV_VARS.items() if role != Role.RUNNER) | PROVIDER_KEYS
+NOT_FOR_RUNNERS = (
+    frozenset(v for role, v in ENV_VARS.items() if role != Role.RUNNER) | PROVIDER_KEYS | {RELOAD_TOKEN_ENV}
+)
 """What runner processes never inherit from fit: other roles' tokens, and the provider keys the store
 server's gateway calls providers with (an agent calls models through the gateway with its attempt's key)."""
 
@@ -168,7 +171,7 @@ def fit(
     target = _store_target(store, out)
     console = console or Console()
     try:
-        with Supervisor(out / "logs") as supervisor, _sigterm_as_interrupt():
+        with Supervisor(out / "logs") as supervisor, _sigterm_as_interrupt(), reload_token_for_run():
             return _run_to_end(
                 lambda: _fit(
                     supervisor,
@@ -435,7 +438,7 @@ async def _store_server(
         "store", "serve", "--db", target, "--port", str(port), "--metrics-csv", str(metrics_csv)
     )
     env = {**child_env(), **(tokens.server_env() if tokens else {})}
-    child = supervisor.start("store", command, env=env, restartable=True)
+    child = supervisor.start("store", command, env=env, restartable=True, withhold={RELOAD_TOKEN_ENV})
     url = f"http://127.0.0.1:{port}"
     await supervisor.wait_http(child, f"{url}/healthz")
     return url

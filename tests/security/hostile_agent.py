@@ -42,6 +42,24 @@ def _secrets_in_other_processes() -> set[str]:
     return found
 
 
+def _parent(pid: int | str) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _inference_port() -> int:
+    """The port of this run's `serve-model` process (a child of fit, as the runner is), as its command
+    line in /proc shows it."""
+    fit = _parent(os.getppid())
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().decode().split("\0")
+            if "serve-model" in argv and "--port" in argv and _parent(proc.name) == fit:
+                return int(argv[argv.index("--port") + 1])
+        except (OSError, ValueError):
+            continue
+    raise RuntimeError("no serve-model process found")
+
+
 def main() -> None:
     victim = sys.argv[1]
     own_key = os.environ["LIGHTNINGRL_AGENT_KEY"]
@@ -103,11 +121,16 @@ def main() -> None:
             f"{base_url}/chat/completions", json={**chat, "n": 64}, headers=mine
         ).status_code
 
-    # 5. More telemetry than an attempt may write (a span each, 5,001 in one request).
+    # 5. The inference server itself (its port read from its command line): swap in other weights.
+    probes["reload"] = client.post(
+        f"http://127.0.0.1:{_inference_port()}/reload", json={"checkpoint": str(Path(__file__).parent)}
+    ).status_code
+
+    # 6. More telemetry than an attempt may write (a span each, 5,001 in one request).
     flood = [{**span, "rollout_id": rollout, "span_id": f"{i:016x}", "attributes": {}} for i in range(5001)]
     probes["span_flood"] = client.post(f"{store}/v1/spans", json=flood, headers=mine).status_code
 
-    # 6. The task, honestly.
+    # 7. The task, honestly.
     reply = client.post(f"{base_url}/chat/completions", json=chat, headers=mine)
     reply.raise_for_status()
     text = reply.json()["choices"][0]["message"]["content"] or ""

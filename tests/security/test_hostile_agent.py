@@ -26,6 +26,7 @@ REFUSED = {
     "span_training_attributes": 403,
     "other_mode": 409,
     "span_flood": 429,
+    "reload": 401,
 }
 REFUSED_IN_TRAIN = {"logit_bias": 400, "n_64": 400, "max_tokens_1e9": 400}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,9 +89,15 @@ def _serve(args: argparse.Namespace) -> int:
     if resolve_engine(args.engine, args.vllm_python) == "vllm":
         return _serve_vllm(args)
     from lightningrl.serving import run_server
+    from lightningrl.serving.reload_token import RELOAD_TOKEN_ENV
+    from lightningstore.auth.environment_secrets import remove_credentials
 
+    checkpoint = _checkpoint_of(args)
+    reload_token = os.environ.get(RELOAD_TOKEN_ENV) or None
+    remove_credentials()  # read once: a process of the same user must not find them here
     run_server(
-        _checkpoint_of(args),
+        checkpoint,
+        reload_token=reload_token,
         host=args.host,
         port=args.port,
         device=args.device,

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from lightningrl.serving.job import Job
 from lightningrl.serving.protocol import ChatCompletionRequest, CompletionRequest, ReloadRequest
+from lightningrl.serving.reload_token import reload_allowed
 from lightningrl.serving.responses import Choice, ResponseHeader, chat_response, completion_response
 from lightningrl.serving.service import (
     InferenceService,
@@ -62,8 +63,12 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
     return "; ".join(parts) or "invalid request", param
 
 
-def create_app(checkpoint_dir: str | Path, **options: Unpack[ServingOptions]) -> FastAPI:
+def create_app(
+    checkpoint_dir: str | Path, *, reload_token: str | None = None, **options: Unpack[ServingOptions]
+) -> FastAPI:
     """An app serving `checkpoint_dir` (device: "cpu", "cuda", or None to pick CUDA when present).
+
+    `reload_token`: `/reload` answers 401 to a request without `Authorization: Bearer <it>` (None: open).
 
     Concurrent requests wait up to `batch_wait_ms` to share a batch of at most `max_batch_size`
     sequences. `cpu_threads` sets torch's threads on the generation thread (None: torch's default).
@@ -133,8 +138,12 @@ def create_app(checkpoint_dir: str | Path, **options: Unpack[ServingOptions]) ->
         }
 
     @app.post("/reload")
-    async def reload(body: ReloadRequest | None = None) -> dict[str, Any]:
+    async def reload(request: Request, body: ReloadRequest | None = None) -> dict[str, Any]:
         """Swap in `checkpoint` (default: reload the current directory); running requests are not failed."""
+        if not reload_allowed(reload_token, request.headers.get("authorization")):
+            raise RequestError(
+                "reloading weights needs this server's reload token (Authorization: Bearer)", 401
+            )
         target = body.checkpoint if body else None
         try:
             model = await asyncio.to_thread(service.reload, target)

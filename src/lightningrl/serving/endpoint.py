@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from lightningrl.models.adapter import is_adapter_dir
+from lightningrl.serving.reload_token import reload_headers
 from lightningrl.serving.vllm import (
     EXTENSION_PATH,
     RELOAD_METHOD,
@@ -78,7 +79,9 @@ class OurEndpoint(Endpoint):
         self, client: httpx.AsyncClient, checkpoint: str, model: str | None = None
     ) -> None:
         # A LoRA adapter directory too: our server loads it merged into its base (lightningrl.models.adapter).
-        response = await client.post(f"{self.root}/reload", json={"checkpoint": checkpoint})
+        response = await client.post(
+            f"{self.root}/reload", json={"checkpoint": checkpoint}, headers=reload_headers()
+        )
         _check(response, f"reload of {self.url} with {checkpoint}")
 
 

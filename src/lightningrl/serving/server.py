@@ -17,9 +17,10 @@ def run_server(
     port: int = 8000,
     *,
     log_level: str = "info",
+    reload_token: str | None = None,
     **options: Unpack[ServingOptions],
 ) -> None:
     """Serve `checkpoint_dir` at http://host:port/v1 until interrupted (blocking); `options` as for
-    `InferenceService` (device, batching, served name, CPU threads)."""
-    app = create_app(checkpoint_dir, **options)
+    `InferenceService` (device, batching, served name, CPU threads); `reload_token` guards `/reload`."""
+    app = create_app(checkpoint_dir, reload_token=reload_token, **options)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
