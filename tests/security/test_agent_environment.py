@@ -229,9 +229,11 @@ def test_the_runner_command_refuses_to_pass_its_secret(tmp_path: Path) -> None:
 def test_credentials_are_read_once_and_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in RUNNER_ENV.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LIGHTNINGRL_STORE_URL", "http://store")  # a setting, not a credential: kept
     credentials = take_credentials()
     assert (credentials.token, credentials.agent_secret) == (RUNNER, SECRET)
-    assert not any(name.startswith("LIGHTNINGRL_") for name in os.environ)
+    left = [name for name in os.environ if name.startswith("LIGHTNINGRL_")]
+    assert "LIGHTNINGRL_STORE_URL" in left and not [n for n in left if n.endswith(("_TOKEN", "_SECRET"))]
     monkeypatch.setenv("LIGHTNINGRL_RUNNER_TOKEN", RUNNER)
     assert take_credentials("from-flag").token == "from-flag" and "LIGHTNINGRL_RUNNER_TOKEN" not in os.environ
 
