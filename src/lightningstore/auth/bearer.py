@@ -14,9 +14,16 @@ from starlette.exceptions import HTTPException
 
 from lightningstore.auth.tokens import Caller, TokenConfig
 
+CALLER_SCOPE_KEY = "lightningstore.caller"
+"""Where the server's admission keeps the caller it resolved from the headers (before the body)."""
+
 
 def current_caller(request: Request) -> Caller:
-    """Resolve the request's `Authorization: Bearer` token against the app's TokenConfig."""
+    """Resolve the request's `Authorization: Bearer` token against the app's TokenConfig (once: the
+    caller admission already resolved for this request is reused)."""
+    admitted = request.scope.get(CALLER_SCOPE_KEY)
+    if admitted is not None:
+        return admitted
     tokens: TokenConfig = request.app.state.tokens
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")

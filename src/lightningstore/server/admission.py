@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from lightningstore.auth.bearer import CALLER_SCOPE_KEY
 from lightningstore.auth.tokens import Role, TokenConfig
-from lightningstore.server.auth import CALLER_SCOPE_KEY, head_caller
+from lightningstore.server.auth import head_caller
 from lightningstore.server.origin_guard import dev_mode_refusal, simple_body_refusal
 
 if TYPE_CHECKING:

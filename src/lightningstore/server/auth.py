@@ -2,7 +2,7 @@
 
 The caller itself is resolved by `lightningstore.auth.bearer`, shared with the proxy and gate routes;
 a write's caller was already resolved from its head (`head_caller`, before its body was read) and is
-kept in the request's scope under CALLER_SCOPE_KEY.
+kept in the request's scope under `auth.bearer.CALLER_SCOPE_KEY`, where `current_caller` finds it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from lightningstore.auth.tokens import Caller, Role, TokenConfig
 from lightningstore.server.error_handlers import error_response
 from lightningstore.store import LightningStore
 
-CALLER_SCOPE_KEY = "lightningstore.caller"
-
 SECURITY_SCHEME = {
     "bearer": {"type": "http", "scheme": "bearer", "description": "A role token or an agent key."}
 }
@@ -27,7 +25,7 @@ SECURITY_SCHEME = {
 def context(request: Request) -> tuple[LightningStore, Caller]:
     """The app's store and the authenticated caller of this request; an agent key's span writes count
     against its attempt's quota (`attempt_quota`)."""
-    caller = request.scope.get(CALLER_SCOPE_KEY) or current_caller(request)
+    caller = current_caller(request)
     store = request.app.state.store
     if caller.role is Role.AGENT:
         ledger = getattr(request.app.state, "quota_ledger", None)

@@ -180,7 +180,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=4747)
     parser.add_argument(
         "--tokens-file",
-        help="JSON {role: token | [tokens], agent_secret: str}; "
+        help="JSON {role: token | [tokens] | {name: token}, agent_secret: str} (a named token records as role:name); "
         "adds to LIGHTNINGRL_{ADMIN,ALGORITHM,RUNNER,APPROVER,VIEWER}_TOKEN / LIGHTNINGRL_AGENT_SECRET",
     )
     parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
