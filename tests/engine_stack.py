@@ -16,6 +16,7 @@ import httpx
 import torch
 import uvicorn
 from fastapi import FastAPI
+from live_model import serve_in_thread
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from lightningrl.demos.tinylm import build_tiny_model
@@ -145,16 +146,8 @@ class Live:
 
 
 def serve(app: FastAPI, name: str) -> Live:
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=name, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, f"{name} did not start"
-    return Live(f"http://127.0.0.1:{port}", server, thread)
+    url, server, thread = serve_in_thread(app, name)
+    return Live(url, server, thread)  # type: ignore[arg-type]
 
 
 @dataclass

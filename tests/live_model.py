@@ -24,7 +24,7 @@ def serve_in_thread(app: object, name: str) -> tuple[str, object, object]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not server.started and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.started, f"{name} did not start"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from live_model import serve_in_thread
 from openai import AsyncOpenAI
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -60,16 +60,8 @@ class Live:
 
 def serve(app: FastAPI, name: str) -> Live:
     """Serve `app` on a free loopback port until `stop`."""
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=name, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, f"{name} did not start"
-    return Live(f"http://127.0.0.1:{port}", app, server, thread)
+    url, server, thread = serve_in_thread(app, name)
+    return Live(url, app, server, thread)  # type: ignore[arg-type]
 
 
 @dataclass
