@@ -24,13 +24,19 @@ def current_caller(request: Request) -> Caller:
     admitted = request.scope.get(CALLER_SCOPE_KEY)
     if admitted is not None:
         return admitted
-    tokens: TokenConfig = request.app.state.tokens
-    header = request.headers.get("authorization", "")
+    caller = resolve_authorization(request.app.state.tokens, request.headers.get("authorization", ""))
+    if isinstance(caller, str):
+        raise HTTPException(401, caller)
+    return caller
+
+
+def resolve_authorization(tokens: TokenConfig, header: str) -> Caller | str:
+    """The caller an `Authorization: Bearer` header names, or why there is none (the 401's reason)."""
     scheme, _, token = header.partition(" ")
     token = token.strip() if scheme.lower() == "bearer" else ""
     caller = tokens.resolve(token or None)
     if caller is None:
-        raise HTTPException(401, "unknown or invalid bearer token" if token else "missing bearer token")
+        return "unknown or invalid bearer token" if token else "missing bearer token"
     return caller
 
 

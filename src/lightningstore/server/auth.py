@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from lightningstore.auth.bearer import current_caller
+from lightningstore.auth.bearer import current_caller, resolve_authorization
 from lightningstore.auth.tokens import Caller, Role, TokenConfig
 from lightningstore.server.error_handlers import error_response
 from lightningstore.store import LightningStore
@@ -36,13 +36,8 @@ def context(request: Request) -> tuple[LightningStore, Caller]:
 
 def head_caller(tokens: TokenConfig, authorization: bytes | None) -> Caller | Response:
     """The caller an `Authorization` header names, or the 401 a route would answer (as `current_caller`)."""
-    scheme, _, token = (authorization or b"").decode("latin-1").partition(" ")
-    token = token.strip() if scheme.lower() == "bearer" else ""
-    caller = tokens.resolve(token or None)
-    if caller is None:
-        reason = "unknown or invalid bearer token" if token else "missing bearer token"
-        return error_response(401, "unauthorized", reason)
-    return caller
+    caller = resolve_authorization(tokens, (authorization or b"").decode("latin-1"))
+    return error_response(401, "unauthorized", caller) if isinstance(caller, str) else caller
 
 
 def declare_bearer_security(app: FastAPI) -> None:
