@@ -8,6 +8,8 @@ one full fine-tune update a batch (AdamW, lr 1e-5), GRPO advantages (reward minu
 the group's std), token-mean loss; held-out success is greedy on the same 64 unseen sums, before and
 after. **bare**: HF `generate` and one forward/backward in this process, ~60 lines. **fit**: the same
 settings through `fit` (store server, proxy, our inference server, 2 runner processes, verl's actor).
+**fit-defaults**: `fit` with only the run's size chosen (steps, tasks and rollouts a step): every other
+setting is the library's default (the recipe), against the bare loop's hand-picked lr.
 **fit-bf16**: `fit` with the actor's parameters in bf16 (`trainer.param_dtype="bf16"`; fp32 master
 weights and checkpoints, so the server still samples in fp32): whether the faster bf16 update learns
 despite the train-inference mismatch it brings on the CPU.
@@ -130,6 +132,7 @@ def fit_run(
     heldout: list[dict],
     algorithm: str = "rl",
     dtype: str | None = None,
+    defaults: bool = False,
 ) -> dict:
     from lightningrl import fit
 
@@ -155,7 +158,11 @@ def fit_run(
                 "rollouts_per_task": SAMPLES,
                 "val_every": steps,
                 "seed": seed,
-                "trainer": {"lr": LR, "micro_batch_size": 8, "ppo_epochs": 1, "param_dtype": dtype},
+                **(
+                    {}
+                    if defaults
+                    else {"trainer": {"lr": LR, "micro_batch_size": 8, "ppo_epochs": 1, "param_dtype": dtype}}
+                ),
                 "show_progress": False,
             },  # fmt: skip
             sampling_by_mode={"val": {"temperature": 0.0}},
@@ -191,7 +198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="bare,fit,sft", help="of bare,fit,fit-bf16,sft,apo")
+    parser.add_argument("--only", default="bare,fit,sft", help="of bare,fit,fit-defaults,fit-bf16,sft,apo")
     args = parser.parse_args()
     results: dict[str, list[dict]] = {}
     for seed in range(args.runs):
@@ -202,7 +209,10 @@ def main() -> None:
             else:
                 algorithm = "rl" if side.startswith("fit") else side
                 dtype = "bf16" if side == "fit-bf16" else None
-                run = fit_run(seed, args.steps, train, heldout, algorithm=algorithm, dtype=dtype)
+                run = fit_run(
+                    seed, args.steps, train, heldout, algorithm=algorithm, dtype=dtype,
+                    defaults=side == "fit-defaults",
+                )  # fmt: skip
             print(
                 f"{side} seed {seed}: {run['before']:.2f} -> {run['after']:.2f} in {run['wall']:.0f} s"
                 + (f"; best prompt {run['prompt']!r}" if run.get("prompt") is not None else "")

@@ -35,8 +35,7 @@ def agent(task: dict, llm) -> float:
 
 if __name__ == "__main__":
     config = {"steps": 5, "tasks_per_step": 4, "rollouts_per_task": 8, "balance_by": "op",
-              "trainer": {"lr": 1e-5, "micro_batch_size": 4},  # micro-batches of 4 sequences: ~11 GB peak
-              "advantage": {"norm_by_std": False, "baseline": "group_and_call", "negative_weight": 0.5}}  # fmt: skip
+              "trainer": {"micro_batch_size": 4}}  # micro-batches of 4 sequences: ~11 GB peak  # fmt: skip
     result = fit(agent, tasks("train"), tasks("heldout"), model=call_format_model(SYSTEM, [add, multiply]),
                  config=config, sampling_by_mode={"val": {"temperature": 0.0}})  # fmt: skip
     print(f"held-out success: before {result.held_out_before:.2f} after {result.held_out_after:.2f}")

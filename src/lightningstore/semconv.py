@@ -13,6 +13,7 @@ from urllib.parse import quote
 ROLLOUT_ID = "lightningrl.rollout_id"
 ATTEMPT_ID = "lightningrl.attempt_id"
 AGENT_NAME = "lightningrl.agent_name"
+DECISION = "lightningrl.decision"  # the kind of decision a call makes, named by the agent (a baseline key)
 
 # LLM call spans.
 LLM_SPAN_NAME = "chat"
@@ -69,6 +70,8 @@ STEP_SPAN_PREFIX = "step."
 
 # HTTP headers an agent's model call carries to the proxy.
 AGENT_NAME_HEADER = "x-lightningrl-agent-name"
+DECISION_HEADER = "x-lightningrl-decision"  # optional: which kind of decision this call makes
+DECISION_MAX_CHARS = 64
 TRACEPARENT_HEADER = "traceparent"  # W3C trace context: the proxy's span joins the agent's trace
 
 # The proxy's URL layout: `{PROXY_PREFIX}{PROXY_CALL_PATH}` is one attempt's OpenAI base URL;

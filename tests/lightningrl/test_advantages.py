@@ -12,8 +12,14 @@ from lightningrl.rl.advantages import AdvantageConfig, compute_advantages
 from lightningrl.trainer.loss import PolicyLossConfig, policy_loss, truncated_is_weights
 
 
-def sequence(group: str, values: list[float], tokens_per_call: int = 2, context: int = 0) -> TrainingSequence:
-    """A sequence of merged calls with the given values; `context` masked tokens between calls."""
+def sequence(
+    group: str,
+    values: list[float],
+    tokens_per_call: int = 2,
+    context: int = 0,
+    roles: list[str] | None = None,
+) -> TrainingSequence:
+    """A sequence of merged calls with the given values (and roles); `context` masked tokens between calls."""
     response: list[int] = []
     mask: list[int] = []
     rewards: list[float] = []
@@ -37,6 +43,7 @@ def sequence(group: str, values: list[float], tokens_per_call: int = 2, context:
         token_rewards=rewards,
         call_ids=call_ids,
         call_values=dict(enumerate(values)),
+        call_roles=dict(enumerate(roles)) if roles else {},
         sequence_reward=values[0],
         group_id=group,
     )
@@ -143,6 +150,61 @@ def test_a_sequence_is_dropped_only_when_every_call_group_is_uniform() -> None:
     result = compute_advantages(batch, AdvantageConfig(baseline="group_and_call"))
 
     assert not result.keep.any() and (result.groups, result.dropped_groups) == (2, 2)
+
+
+SEARCH, ANSWER = "agent/tool", "agent/answer"
+
+
+def test_a_group_without_a_success_trains_no_shortcut_over_the_longer_path() -> None:
+    # A two-hop group in which no rollout succeeded: the search calls carry the episode return (0),
+    # each answer call its own step reward ("copied a search result": 1 for both).
+    shortcut = sequence("two-hop", [0.0, 1.0], context=1, roles=[SEARCH, ANSWER])
+    longer = sequence("two-hop", [0.0, 0.0, 1.0], context=1, roles=[SEARCH, SEARCH, ANSWER])
+    batch = collate([shortcut, longer, shortcut, longer])
+
+    by_role = compute_advantages(batch)
+
+    # Searches are compared with searches, answers with answers: every comparison agrees, nothing trains.
+    assert not by_role.keep.any()
+    assert by_role.advantages.abs().sum().item() == 0.0
+    assert (by_role.groups, by_role.dropped_groups) == (2, 2)
+    # By position, the shortcut's answer (call 1) is compared with the longer path's second search and
+    # wins: the shortcut is reinforced in a group where nothing succeeded.
+    by_position = compute_advantages(batch, AdvantageConfig(baseline="group_and_call"))
+    assert by_position.advantages[0, 3].item() > 0 > by_position.advantages[1, 3].item()
+
+
+def test_the_role_baseline_compares_each_decision_with_the_same_decision_of_its_siblings() -> None:
+    # The shortcut fails (answer unfaithful: 0); the longer path succeeds at every call.
+    shortcut = sequence("t", [0.0, 0.0], context=1, roles=[SEARCH, ANSWER])
+    longer = sequence("t", [1.0, 1.0, 1.0], context=1, roles=[SEARCH, SEARCH, ANSWER])
+    batch = collate([shortcut, longer])
+
+    result = compute_advantages(batch, AdvantageConfig(norm_by_std=False, scale_to_batch=False))
+
+    # Searches [0, 1, 1]: mean 2/3. Answers [0, 1]: mean 1/2. Row 0 = [s(2), ctx, a(2)]; row 1 = [s, ctx, s, ctx, a].
+    adv = result.advantages
+    torch.testing.assert_close(adv[0, :2], torch.tensor([-2 / 3] * 2))
+    torch.testing.assert_close(adv[0, 3:5], torch.tensor([-0.5] * 2))
+    torch.testing.assert_close(adv[1, :2], torch.tensor([1 / 3] * 2))
+    torch.testing.assert_close(adv[1, 3:5], torch.tensor([1 / 3] * 2))
+    torch.testing.assert_close(adv[1, 6:8], torch.tensor([0.5] * 2))
+    assert (result.groups, result.dropped_groups) == (2, 0)
+
+
+def test_calls_of_other_agents_are_never_one_baseline() -> None:
+    # A planner and a writer in one rollout group: each is compared with its own kind only.
+    batch = collate(
+        [
+            sequence("t", [1.0, 5.0], roles=["planner/answer", "writer/answer"]),
+            sequence("t", [0.0, 5.0], roles=["planner/answer", "writer/answer"]),
+        ]
+    )
+
+    result = compute_advantages(batch, AdvantageConfig(norm_by_std=False, scale_to_batch=False))
+
+    assert result.advantages[:, 2:].abs().sum().item() == 0.0  # the writers agree
+    assert result.advantages[:, 0].tolist() == [0.5, -0.5]
 
 
 def test_unknown_baseline_is_rejected() -> None:

@@ -34,8 +34,14 @@ def llm_span(
     attempt: str = "a1",
     sequence_id: int | None = None,
     trainable: bool | None = None,
+    finish: str | None = None,
+    decision: str | None = None,
 ) -> Span:
     attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION: "chat"}
+    if finish is not None:
+        attributes[semconv.GEN_AI_FINISH_REASONS] = [finish]
+    if decision is not None:
+        attributes[semconv.DECISION] = decision
     if trainable is not None:
         attributes[semconv.LLM_TRAINABLE] = trainable
     if prompt is not None:
@@ -203,6 +209,23 @@ def test_calls_from_different_agents_do_not_merge() -> None:
     result = assign_credit(spans, [reward(1.0)])
 
     assert len(result.sequences) == 2 and result.report.sequence_breaks == 1
+
+
+def test_each_call_keeps_its_role_agent_and_kind_of_decision() -> None:
+    spans = [
+        llm_span("c0", [1], [10], agent="writer", finish="tool_calls"),
+        llm_span("c1", [1, 10, 7], [11], agent="writer", finish="tool_calls"),
+        llm_span("c2", [1, 10, 7, 11, 8], [12], agent="writer", finish="stop"),
+        llm_span("c3", [2], [13], agent="checker", decision="verdict"),
+    ]
+
+    result = assign_credit(spans, [reward(1.0)])
+
+    writer, checker = result.sequences
+    # Calls keep their own roles when merged; the named key wins over the finish reason.
+    assert writer.call_roles == {0: "writer/tool", 1: "writer/tool", 2: "writer/answer"}
+    assert checker.call_roles == {3: "checker/verdict"}
+    assert collate(result.sequences).call_roles == [writer.call_roles, checker.call_roles]
 
 
 def test_unusable_calls_are_counted_and_a_later_call_can_still_merge_over_them() -> None:

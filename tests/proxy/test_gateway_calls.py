@@ -33,7 +33,9 @@ def assert_exact(env: Env, attributes: dict, text: str) -> None:
 
 async def test_chat_is_recorded_with_exact_token_ids_and_logprobs(env: Env) -> None:
     claimed = await env.attempt()
-    client = env.client(claimed, default_headers={"X-LightningRL-Agent-Name": "solver"})
+    client = env.client(
+        claimed, default_headers={"X-LightningRL-Agent-Name": "solver", "X-LightningRL-Decision": "plan"}
+    )
     reply = await client.chat.completions.create(model="whatever-the-agent-says", messages=QUESTION, seed=3)
     text = reply.choices[0].message.content or ""
     # The agent sees a plain OpenAI response: no vLLM token fields, no logprobs it did not ask for.
@@ -60,6 +62,7 @@ async def test_chat_is_recorded_with_exact_token_ids_and_logprobs(env: Env) -> N
     assert attributes[semconv.LLM_UPSTREAM] in env.endpoints
     assert attributes[semconv.LLM_RETRIES] == 0 and attributes[semconv.LLM_LATENCY_MS] > 0
     assert attributes[semconv.AGENT_NAME] == "solver"
+    assert attributes[semconv.DECISION] == "plan"  # the agent's baseline key for this call
     assert attributes[semconv.ROLLOUT_ID] == claimed.rollout_id
     assert semconv.LLM_CHOICES not in attributes
 

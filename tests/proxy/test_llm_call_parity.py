@@ -24,6 +24,7 @@ CONTEXT_KEYS = {
     semconv.ROLLOUT_ID,
     semconv.ATTEMPT_ID,
     semconv.AGENT_NAME,
+    semconv.DECISION,
     semconv.LLM_UPSTREAM,
     semconv.LLM_RETRIES,
     semconv.LLM_LATENCY_MS,

@@ -166,6 +166,7 @@ class _Open:
     rewards: list[float] = field(default_factory=list)
     call_ids: list[int] = field(default_factory=list)
     call_values: dict[int, float] = field(default_factory=dict)
+    call_roles: dict[int, str] = field(default_factory=dict)
     span_ids: list[str] = field(default_factory=list)
     sampled_by: list[str] = field(default_factory=list)
 
@@ -186,6 +187,7 @@ class _Open:
         self.rewards += [0.0] * (len(context) + len(response) - 1) + [value]
         self.call_ids += [-1] * len(context) + [call.index] * len(response)
         self.call_values[call.index] = value
+        self.call_roles[call.index] = call.role
         self.span_ids.append(call.span_id)
         if call.resource_version and call.resource_version not in self.sampled_by:
             self.sampled_by.append(call.resource_version)
@@ -200,6 +202,7 @@ class _Open:
             token_rewards=self.rewards,
             call_ids=self.call_ids,
             call_values=self.call_values,
+            call_roles=self.call_roles,
             sequence_reward=self.call_values[self.first.index],
             group_id=group_id,
             agent_name=self.first.agent_name,

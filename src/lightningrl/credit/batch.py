@@ -29,6 +29,8 @@ class SequenceBatch:
     rollout_ids: list[str]
     temperature: float = 1.0
     """The one temperature every row was sampled at: log-probs are scored from logits / temperature."""
+    call_roles: list[dict[int, str]] | None = None
+    """Per row, each call's role (`TrainingSequence.call_roles`); None when not known."""
 
     def __len__(self) -> int:
         return self.prompts.shape[0]
@@ -66,6 +68,7 @@ class SequenceBatch:
             group_ids=[self.group_ids[i] for i in picked],
             rollout_ids=[self.rollout_ids[i] for i in picked],
             temperature=self.temperature,
+            call_roles=None if self.call_roles is None else [self.call_roles[i] for i in picked],
         )
 
 
@@ -150,4 +153,5 @@ def collate(sequences: Sequence[TrainingSequence], pad_token_id: int = 0) -> Seq
         group_ids=[s.group_id if s.group_id is not None else s.rollout_id for s in sequences],
         rollout_ids=[s.rollout_id for s in sequences],
         temperature=temperature,
+        call_roles=[dict(s.call_roles) for s in sequences],
     )

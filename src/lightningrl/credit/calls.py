@@ -33,6 +33,15 @@ class LlmCall:
     `lightningstore.llm_call.is_trainable`); see `_trainable` for spans recorded without it."""
     resource_version: str | None = None
     """The resource version that served the call (the proxy records it); None when not recorded."""
+    decision: str = "answer"
+    """The kind of decision the call made: the key the agent named (`x-lightningrl-decision`), else
+    "tool" when it answered with tool calls and "answer" otherwise. With the agent's name it is the
+    call's role, what the "role" baseline compares it with (`lightningrl.rl.advantages`)."""
+
+    @property
+    def role(self) -> str:
+        """Agent and kind of decision: calls of one role are compared with each other."""
+        return f"{self.agent_name or ''}/{self.decision}"
 
     @property
     def has_tokens(self) -> bool:
@@ -88,7 +97,19 @@ def _read_call(index: int, span: Span) -> LlmCall:
         temperature=_temperature(attributes.get(semconv.GEN_AI_TEMPERATURE)),
         trainable=_trainable(attributes.get(semconv.LLM_TRAINABLE), prompt_ids, response_ids, logprobs),
         resource_version=_text(attributes.get(semconv.LLM_RESOURCE_VERSION)),
+        decision=_decision(attributes),
     )
+
+
+def _decision(attributes: dict[str, Any]) -> str:
+    """The agent's named decision key, else "tool" for a call that finished with tool calls, else "answer"."""
+    named = _text(attributes.get(semconv.DECISION))
+    if named:
+        return named
+    reasons = attributes.get(semconv.GEN_AI_FINISH_REASONS) or ()
+    if isinstance(reasons, str):
+        reasons = (reasons,)
+    return "tool" if "tool_calls" in reasons else "answer"
 
 
 def _trainable(

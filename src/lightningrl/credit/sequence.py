@@ -26,6 +26,9 @@ class TrainingSequence:
     """Index (within the rollout) of the LLM call that generated each token; -1 where masked."""
     call_values: dict[int, float] = field(default_factory=dict)
     """Each merged call's value: its step rewards plus the discounted episode return."""
+    call_roles: dict[int, str] = field(default_factory=dict)
+    """Each merged call's role (`LlmCall.role`: agent and kind of decision); a call missing here has
+    the role "" (every such call of a group is compared with the others)."""
     sequence_reward: float = 0.0
     """The first call's value: the return from this sequence's start, the outcome-style scalar."""
     group_id: str | None = None

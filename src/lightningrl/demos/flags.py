@@ -15,7 +15,7 @@ from typing import Any
 from lightningrl.config import LightningRLConfig
 from lightningrl.demos.warmup import WarmupConfig
 from lightningrl.result import TrainResult
-from lightningrl.rl.advantages import AdvantageConfig
+from lightningrl.rl.advantages import BASELINES, AdvantageConfig
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.loss import PolicyLossConfig
 
@@ -99,9 +99,10 @@ def add_advantage_flags(parser: argparse.ArgumentParser, defaults: AdvantageConf
     )
     p.add_argument(
         "--baseline",
-        choices=["group_and_call", "group"],
+        choices=list(BASELINES),
         default=defaults.baseline,
-        help="GRPO baseline: the same call of sibling rollouts, or every call of the task's rollouts",
+        help="GRPO baseline: sibling calls of the same role (agent and kind of decision), the same call "
+        "position, or every call of the task's rollouts",
     )
     p.add_argument(
         "--negative-weight",

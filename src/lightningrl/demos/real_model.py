@@ -16,13 +16,14 @@ from typing import Any
 from rich.console import Console
 
 from lightningrl.demos.flags import (
-    DEMO_ADVANTAGE,
     add_advantage_flags,
     advantage_config,
     fresh_run_dir,
     report_heldout,
 )
 from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
+from lightningrl.rl.advantages import AdvantageConfig
+from lightningrl.trainer.config import TrainerConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +34,8 @@ class RealModelDefaults:
     steps: int = 10
     tasks_per_step: int = 4
     n: int = 4
-    lr: float = 2e-5
+    lr: float = TrainerConfig().lr
+    """The library's default: the real-model demos run `fit`'s recipe, choosing only the run's size."""
     micro_batch: int = 4
     workers: int = 16
     train_tasks: int = 512
@@ -50,7 +52,13 @@ def add_real_model_flags(p: argparse.ArgumentParser, defaults: RealModelDefaults
     p.add_argument("--n", type=int, default=defaults.n, help="rollouts per task (GRPO group size)")
     p.add_argument("--val-every", type=int, default=0, help="0: before the first step and after the last")
     p.add_argument("--lr", type=float, default=defaults.lr)
-    add_advantage_flags(p, DEMO_ADVANTAGE)
+    p.add_argument(
+        "--lr-warmup-steps",
+        type=int,
+        default=TrainerConfig().lr_warmup_steps,
+        help="RL steps over which the learning rate rises from 0 (the first step's is 0)",
+    )
+    add_advantage_flags(p, AdvantageConfig())
     p.add_argument(
         "--micro-batch",
         type=int,
@@ -88,10 +96,9 @@ def add_real_model_flags(p: argparse.ArgumentParser, defaults: RealModelDefaults
 
 
 def real_model_rl_config(args: argparse.Namespace, *, balance_by: str, **fields: Any) -> dict:
-    """One full fine-tune update a batch, token-mean, with the toy demos' GRPO by default (Dr.GRPO, each
-    call against its siblings' same call, failures at half weight: `DEMO_ADVANTAGE`); the advantage and KL
-    flags try others (`--std-norm --baseline group --negative-weight 1` is the 2026-12-04 setting that
-    collapsed seeds 1 and 2 of the calculator)."""
+    """`fit`'s recipe (the library's advantage, lr and loss defaults), with the run's size, balance and
+    micro-batch from the flags; the advantage, lr and KL flags try others (`--no-std-norm --baseline
+    group_and_call --negative-weight 0.5 --lr 2e-5` is the setting of the 2026-12-06 invocation)."""
     return {
         "steps": args.steps,
         "tasks_per_step": args.tasks_per_step,
@@ -104,6 +111,7 @@ def real_model_rl_config(args: argparse.Namespace, *, balance_by: str, **fields:
         "trainer": {
             "loss": {"kl_loss_coef": args.kl_coef},
             "lr": args.lr,
+            "lr_warmup_steps": args.lr_warmup_steps,
             "micro_batch_size": args.micro_batch,
             "mini_batch_size": None,
             "ppo_epochs": 1,

@@ -18,7 +18,7 @@ from lightningrl.credit.batch import SequenceBatch
 ESTIMATORS = ("grpo", "reinforce_plus_plus")
 # Each estimator's baseline: GRPO's is the group (`SequenceBatch.group_ids`), REINFORCE++'s the batch.
 _BATCH_BASELINED = ("reinforce_plus_plus",)
-BASELINES = ("group", "group_and_call")
+BASELINES = ("role", "group", "group_and_call")
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,16 @@ class AdvantageConfig:
     estimator: str = "grpo"
     norm_by_std: bool = True
     """GRPO divides by the group's std (False is Dr.GRPO)."""
-    baseline: str = "group"
-    """GRPO's comparison set for a call: "group" (every call of the task's rollouts) or
-    "group_and_call" (the call at the same position in its sibling rollouts: the k-th call is
-    compared only with other k-th calls, so a tool choice is never baselined against an answer)."""
+    baseline: str = "role"
+    """GRPO's comparison set for a call. "role" (the default): the calls of the task's rollouts with
+    the same role, i.e. the same agent and kind of decision (`LlmCall.role`: a tool call, the final
+    answer, or a key the agent names with the `x-lightningrl-decision` header), wherever they sit in
+    their rollouts, so like is compared with like: a rollout that answered after one search and a
+    sibling that searched again are compared answer with answer and search with search, and a group
+    in which no rollout succeeded trains nothing unless a step reward tells its calls apart.
+    "group": every call of the task's rollouts. "group_and_call": the call at the same position in
+    its sibling rollouts (the k-th with other k-th calls; compares a shortcut's answer with a longer
+    path's second search)."""
     epsilon: float = 1e-6
     drop_uniform_groups: bool = True
     """Drop baseline groups whose call values are all equal (a lone call too): they carry no signal."""
@@ -125,6 +131,9 @@ def _baseline_keys(
         return ["batch"] * len(rows)
     if config.baseline == "group_and_call":
         return [f"{batch.group_ids[r]}#call{k}" for r, k in zip(rows, call_index, strict=True)]
+    if config.baseline == "role" and batch.call_roles is not None:
+        roles = batch.call_roles
+        return [f"{batch.group_ids[r]}#{roles[r].get(k, '')}" for r, k in zip(rows, call_index, strict=True)]
     return [batch.group_ids[r] for r in rows]
 
 

@@ -29,7 +29,7 @@ def verl_configs(model_dir: Path, cfg: TrainerConfig, device: str) -> tuple[Any,
         raise ValueError(
             f"checkpoint {str(model_dir)!r} is a LoRA adapter: set trainer.lora_rank > 0 to continue it"
         )
-    param_dtype = cfg.param_dtype or ("fp32" if device == "cpu" else "bf16")
+    param_dtype = actor_dtype(cfg, device)
     lora: dict[str, Any] = {}
     if cfg.lora_rank > 0:
         lora = {
@@ -67,6 +67,7 @@ def verl_configs(model_dir: Path, cfg: TrainerConfig, device: str) -> tuple[Any,
         optimizer=cfg.optimizer,
         lr_scheduler_type=cfg.lr_schedule,
         min_lr_ratio=cfg.min_lr_ratio,
+        lr_warmup_steps=cfg.lr_warmup_steps,
         override_optimizer_config=cfg.optimizer_kwargs,
     )
     actor = FSDPActorConfig(
@@ -92,3 +93,8 @@ def verl_configs(model_dir: Path, cfg: TrainerConfig, device: str) -> tuple[Any,
         checkpoint_config=actor.checkpoint,
     )
     return actor, worker
+
+
+def actor_dtype(cfg: TrainerConfig, device: str) -> str:
+    """The actor's parameter dtype: the config's, else fp32 on the CPU (bf16 costs accuracy there), bf16 on GPUs."""
+    return cfg.param_dtype or ("fp32" if device == "cpu" else "bf16")

@@ -77,6 +77,7 @@ class Gateway:
             agent_name=request.headers.get(semconv.AGENT_NAME_HEADER),
             traceparent=request.headers.get(semconv.TRACEPARENT_HEADER),
             start_time=time.time(),
+            decision=_decision(request.headers.get(semconv.DECISION_HEADER)),
         )
         try:
             authorize(caller, rollout_id, attempt_id)
@@ -198,3 +199,9 @@ class Gateway:
             await self.store.add_span(span)
         except StoreError as error:
             raise ProxyError(503, f"the call could not be recorded: {error}") from error
+
+
+def _decision(header: str | None) -> str | None:
+    """The decision key an agent named (trimmed, at most `DECISION_MAX_CHARS`); None when absent."""
+    value = (header or "").strip()[: semconv.DECISION_MAX_CHARS]
+    return value or None

@@ -27,6 +27,8 @@ class CallContext:
     agent_name: str | None
     traceparent: str | None
     start_time: float
+    decision: str | None = None
+    """The `x-lightningrl-decision` header: the kind of decision the agent says this call makes."""
 
 
 def _trace_ids(traceparent: str | None) -> tuple[str, str | None]:
@@ -45,6 +47,7 @@ def build_span(
         semconv.ROLLOUT_ID: context.rollout_id,
         semconv.ATTEMPT_ID: context.attempt_id,
         semconv.AGENT_NAME: context.agent_name,
+        semconv.DECISION: context.decision,
         # The upstream body: the resource's model and sampling as sent, the agent's messages; and the
         # agent's own temperature/top_p where the mode's rewrite replaced them.
         **llm_call_attributes(call.kind, call.body, record, bound.llm.provider, call.original),
