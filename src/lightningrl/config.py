@@ -33,9 +33,10 @@ class LightningRLConfig:
     success_threshold: float = 1.0
     """A rollout whose primary reward is at least this counts as a success."""
     balance_by: str | None = None
-    """A task tag (e.g. "op"): every step draws tasks round-robin over its values, so no slice of
-    the task distribution dominates a batch (a one-sided batch drifts a tiny policy's marginal
-    choice and can collapse a slice before its own signal is learned)."""
+    """A task tag (e.g. "op"): every step draws the same number of tasks of each of its values, so no
+    slice of the task distribution dominates a batch (a one-sided batch drifts a tiny policy's
+    marginal choice and can collapse a slice before its own signal is learned). `tasks_per_step` is
+    rounded up to a multiple of the number of values (said once when the run starts)."""
     gamma: float = 1.0
     """Discount of the episode return over the calls of a rollout (credit assignment)."""
     return_to_judged_calls: bool = True
@@ -86,6 +87,23 @@ class LightningRLConfig:
     gate_stop: bool = False
     """After each step, ask the release gate's `stop_reason` (span coverage, retry debt, protected
     regressions of `latest`); when it names a reason the loop stops before the next step."""
+    # ---- dynamic sampling ----
+    dynamic_sampling: bool = True
+    """Every update is informative (DAPO's dynamic sampling, `lightningrl.rl.batch_fill`): after a
+    step's rollouts, the groups whose rewards all agree are replaced by fresh tasks' groups (same
+    slice under `balance_by`) in extra rounds until the step has `tasks_per_step` informative groups.
+    Synchronous runs only: with `async_rollouts` the groups are measured (`sample/`) but not refilled."""
+    max_fill_rounds: int = 2
+    """Dynamic sampling: at most this many extra rounds per step; then it trains on what there is."""
+    hard_slice_factor: int = 2
+    """A slice (a `balance_by` value, else the whole set) whose running success rate is below
+    1/rollouts_per_task, and one of whose groups agreed on failure, gets groups this many times
+    larger until the rate recovers (1 turns it off)."""
+    # ---- learning health ----
+    rollback_on_regression: float | None = None
+    """When a validation's held-out success falls more than this below the best validated so far, move
+    the resource's `latest` back to that best version and train on from it (the trainer is rebuilt from
+    its checkpoint; logged as `rollback/` columns and a console line). None never rolls back."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "rollouts_per_task", "val_rollouts_per_task"):
@@ -105,6 +123,14 @@ class LightningRLConfig:
             raise ValueError(f"keep_checkpoints must be >= 1 or None, got {self.keep_checkpoints!r}")
         if self.val_every < 0:
             raise ValueError(f"val_every must be >= 0, got {self.val_every!r}")
+        if self.max_fill_rounds < 0:
+            raise ValueError(f"max_fill_rounds must be >= 0, got {self.max_fill_rounds!r}")
+        if self.hard_slice_factor < 1:
+            raise ValueError(f"hard_slice_factor must be >= 1, got {self.hard_slice_factor!r}")
+        if self.rollback_on_regression is not None and not 0 <= self.rollback_on_regression < 1:
+            raise ValueError(
+                f"rollback_on_regression must be in [0, 1) or None, got {self.rollback_on_regression!r}"
+            )
         self.output_dir = Path(self.output_dir)
 
     def effective_trainer(self) -> TrainerConfig:
@@ -126,4 +152,7 @@ class LightningRLConfig:
             "lr": self.trainer.lr,
             "gamma": self.gamma,
             "seed": self.seed,
+            "balance_by": self.balance_by,
+            "fill_rounds": self.max_fill_rounds if self.dynamic_sampling else 0,
+            "hard_slice_factor": self.hard_slice_factor,
         }

@@ -10,6 +10,7 @@ continues the step numbers and metrics.csv of the one before; metrics rows say w
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from lightningrl.algorithms.apo import APO, APOConfig, APOResult
 from lightningrl.algorithms.sft import SFT
 from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import dataclass_from_dict, replaced_from_dict
+from lightningrl.curation import Curation, probe
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.metrics import MetricsLog
 from lightningstore import LLM, LightningStore, PromptTemplate, RolloutConfig
@@ -35,10 +37,13 @@ PROMPT_NAME = "prompt"
 `resources.prompts["prompt"]`)."""
 
 
-def algorithm_sequence(value: str | Sequence[str]) -> tuple[str, ...]:
-    """`value` as the names of the stages to run, or a ValueError naming the bad one."""
+def algorithm_sequence(value: str | Sequence[str], *, probe: int = 0) -> tuple[str, ...]:
+    """`value` as the names of the stages to run, or a ValueError naming the bad one. With `probe`
+    (k rollouts per train task first, see `probe_stage`) no stage at all is allowed: probe only."""
+    if isinstance(probe, bool) or not isinstance(probe, int) or probe < 0:
+        raise ValueError(f"probe must be an integer >= 0 (0: no probe), got {probe!r}")
     names = (value,) if isinstance(value, str) else tuple(value)
-    if not names:
+    if not names and not probe:
         raise ValueError(f"algorithm must name at least one of {', '.join(ALGORITHMS)}, got []")
     for name in names:
         if name not in ALGORITHMS:
@@ -128,6 +133,8 @@ class StageRun:
     notes: list[str] = field(default_factory=list)
     apo_scoring: tuple[str, int] = ("val", 32)
     """fit's `apo` keys `score_on` and `score_tasks` (see `scoring`)."""
+    probe: Curation | None = None
+    """The pass-rate probe's curation (`probe_stage`), when fit ran one."""
 
 
 async def run_stages(
@@ -144,8 +151,15 @@ async def run_stages(
     console: Console,
     state: StageRun,
     watched: Callable[[Awaitable[Any]], Awaitable[Any]],
+    probe: int = 0,
 ) -> StageRun:
-    """Run the stages in order; `watched` runs each one while fit's supervisor watches its children."""
+    """Run the stages in order; `watched` runs each one while fit's supervisor watches its children.
+    With `probe`, the starting policy's pass rates come first and the stages train on the tasks kept."""
+    if probe:
+        state.probe = await probe_stage(
+            store, train_tasks, probe, base, rollout_config=rollout_config, console=console, watched=watched
+        )
+        train_tasks = state.probe.kept
     for name in names:
         if name == "apo":
             state.apo = await _apo_stage(
@@ -175,6 +189,39 @@ async def run_stages(
         if weights.stopped_reason:
             break
     return state
+
+
+async def probe_stage(
+    store: LightningStore,
+    train_tasks: list[Task],
+    k: int,
+    cfg: LightningRLConfig,
+    *,
+    rollout_config: RolloutConfig,
+    console: Console,
+    watched: Callable[[Awaitable[Any]], Awaitable[Any]],
+) -> Curation:
+    """`k` train-mode rollouts of every train task by the starting policy (the latest version, with
+    the latest prompt bound); prints the pass-rate table by `balance_by` and what is kept. Its
+    timeout is `step_timeout` per step's worth of rollouts (tasks_per_step x rollouts_per_task)."""
+    start = await store.get_latest_version(cfg.resource_name)
+    assert start is not None
+    bound = {cfg.resource_name: start.version_id}
+    prompt = await store.get_latest_version(PROMPT_NAME)
+    if prompt is not None:
+        bound[PROMPT_NAME] = prompt.version_id
+    resources = await store.add_resource_set(bound)
+    steps_worth = math.ceil(k * len(train_tasks) / (cfg.tasks_per_step * cfg.rollouts_per_task))
+    curation: Curation = await watched(
+        probe(
+            store, train_tasks, k=k, resources_id=resources.resources_id,
+            success_threshold=cfg.success_threshold, timeout=cfg.step_timeout * max(1, steps_worth),
+            slice_by=cfg.balance_by, rollout_config=rollout_config,
+        )
+    )  # fmt: skip
+    for text in (f"probe: {k} rollouts per train task\n{curation.table()}", f"probe: {curation.summary()}"):
+        console.print(text, markup=False, highlight=False, soft_wrap=True)  # a table: never wrapped
+    return curation
 
 
 async def _apo_stage(

@@ -95,6 +95,7 @@ def fit(
     prompt: str | None = None,
     sft: LightningRLConfig | Mapping[str, Any] | None = None,
     apo: APOConfig | Mapping[str, Any] | None = None,
+    probe: int = 0,
 ) -> TrainResult:
     """Train `agent` on `train` (held-out `val`) starting from the checkpoint `model`.
 
@@ -120,6 +121,8 @@ def fit(
       of its fields; the optimizer defaults to the policy as served) and needs `prompt` and `val`.
     - prompt: the starting prompt template (f-string): published as the `prompt` resource when the
       store has none, and bound into every rollout; the agent reads `resources.prompts["prompt"]`.
+    - probe: k > 0 first rolls out the starting policy k times per train task (k x |train| rollouts)
+      and trains on the tasks it solves sometimes (`lightningrl.curation`); `algorithm=[]` probes only.
 
     Works inside a running event loop too (a Jupyter cell): training then runs on a thread of its own.
     A second call on the same output_dir and store resumes: it trains the resource's latest version
@@ -137,7 +140,7 @@ def fit(
     if not train_tasks:
         raise ValueError("train has no rows: give at least one task")
     val_tasks = load_tasks(val, what="val", tag_fields=tag_fields) if val is not None else []
-    stages = algorithm_sequence(algorithm)
+    stages = algorithm_sequence(algorithm, probe=probe)
     configs = stage_configs(stages, cfg, sft)
     if "apo" in stages and (prompt is None or not val_tasks):
         raise ValueError(
@@ -190,6 +193,7 @@ def fit(
                     configs=configs,
                     prompt=prompt,
                     apo=apo,
+                    probe=probe,
                 )
             )
     except KeyboardInterrupt:
@@ -262,6 +266,7 @@ async def _fit(
     configs: dict[str, LightningRLConfig] | None = None,
     prompt: str | None = None,
     apo: APOConfig | Mapping[str, Any] | None = None,
+    probe: int = 0,
 ) -> TrainResult:
     own_server = not target.startswith(("http://", "https://"))
     tokens = RunTokens.for_run(os.environ) if own_server else None
@@ -327,6 +332,7 @@ async def _fit(
             console=console,
             state=state,
             watched=lambda work: _watched(work, supervisor, recovery),
+            probe=probe,
         )
         metrics = state.metrics or MetricsLog.resume(cfg.output_dir / "metrics.csv")
         latest = await store.get_latest_version(cfg.resource_name)
@@ -352,6 +358,7 @@ async def _fit(
             stopped_reason=state.stopped_reason,
             prompt_version_id=prompt_version.version_id if prompt_version else None,
             apo=state.apo,
+            probe=state.probe,
         )
     finally:
         await store.close()

@@ -33,6 +33,8 @@ class TrainResult:
     """The `prompt` resource's latest version at the end (APO's best), when the run has one."""
     apo: Any = None
     """APO's result (`lightningrl.algorithms.apo.APOResult`: start, candidates, best, notes) when it ran."""
+    probe: Any = None
+    """The pass-rate probe's `lightningrl.curation.Curation` (pass counts, kept tasks) when `probe` ran."""
 
     @property
     def steps(self) -> int:

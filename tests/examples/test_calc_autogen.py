@@ -45,6 +45,9 @@ CONFIG = {
     "trainer": {"lr": 1e-3, "micro_batch_size": 64, "mini_batch_size": 16, "ppo_epochs": 1},
     "show_progress": False,
     "deterministic": True,  # seeded rollouts: the same tool calls every run, not a sampling lottery
+    # The test counts its rollouts: no refills of agreeing groups, no larger groups for failing slices.
+    "dynamic_sampling": False,
+    "hard_slice_factor": 1,
 }
 
 

@@ -104,6 +104,9 @@ def test_two_ranks_match_one_rank_with_a_kl_term(
         assert two["loss"] == pytest.approx(one["loss"], abs=1e-5)
         assert two["grad_norm"] == pytest.approx(one["grad_norm"], abs=1e-5)
         assert two["kl_loss"] == pytest.approx(one["kl_loss"], abs=1e-6)
+        # The entropy comes back from the ranks' scoring forward as it does in-process.
+        assert two["entropy"] == pytest.approx(one["entropy"], abs=1e-5) and one["entropy"] > 0
+        assert two["entropy_decision"] == pytest.approx(one["entropy_decision"], abs=1e-5)
     assert m1[1]["kl_loss"] > 1e-5  # the policy moved away from the reference
     w1 = load_file(tmp_path / "ranks-1" / "model.safetensors")
     w2 = load_file(tmp_path / "ranks-2" / "model.safetensors")

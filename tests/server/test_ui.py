@@ -283,6 +283,11 @@ def test_training_chart_has_a_point_per_step(page: Page, server: LiveServer) -> 
     expect(page.locator("#chart-tokens-mismatch")).to_contain_text("Train-inference mismatch")
     expect(page.locator("#chart-tokens-mismatch")).to_have_attribute("data-points", str(STEPS))
     expect(page.locator("#chart-tokens-drift")).to_have_attribute("data-points", str(STEPS))
+    # The learning-health panel: the run's lines after its last step (or that it found none).
+    expect(page.locator("#health")).to_be_visible()
+    expect(page.locator("#health-step")).to_have_text(f"after step {STEPS}")
+    shown = page.locator("#health-lines li").count() + page.locator("#health-none:visible").count()
+    assert shown >= 1
     shot(page, "training")
 
 
@@ -380,6 +385,8 @@ def test_training_metrics_from_the_store_alone(demo: DemoStore) -> None:
         assert charts["actor-grad_norm"]["series"]["actor/grad_norm"][step - 1] == pytest.approx(
             float(csv_rows[step]["actor/grad_norm"])
         )
+    assert body["health"]["step"] == STEPS - 1  # the newest version's record: the steps before it
+    assert all(isinstance(line, str) for line in body["health"]["lines"])
     val = reward["series"]["val/reward_mean"]
     assert val[0] == pytest.approx(float(csv_rows[0]["val/reward_mean"]))
     assert val[STEPS] == pytest.approx(float(csv_rows[STEPS]["val/reward_mean"]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -27,15 +28,27 @@ from lightningrl.models.adapter import model_config
 from lightningrl.release.plan_filing import file_run_plan
 from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
+from lightningrl.rl.batch_fill import BatchFill, StepFill
 from lightningrl.rl.continuous import VersionLineage, skip_counts
 from lightningrl.rl.continuous_loop import ContinuousTraining
+from lightningrl.rl.decisions import first_decisions_row
+from lightningrl.rl.health import health_lines, step_health
 from lightningrl.rl.metrics import MetricsLog, dropped_sequences_row, outcome_metrics, plot_reward_curve
 from lightningrl.rl.policy_servers import PolicyServers
 from lightningrl.rl.progress import StepProgress, step_info
+from lightningrl.rl.regression_guard import RegressionGuard, Validated
 from lightningrl.rl.step_checkpoints import checkpoints_dir, prune_step_checkpoints, step_checkpoint
 from lightningrl.rl.task_draw import TaskDraw
 from lightningrl.trainer.protocol import Trainer
-from lightningstore import LLM, LightningStore, ResourceVersion, RolloutStatus, Span, spans_of_rollouts
+from lightningstore import (
+    LLM,
+    LightningStore,
+    ResourceVersion,
+    Rollout,
+    RolloutStatus,
+    Span,
+    spans_of_rollouts,
+)
 
 StopCheck = Callable[["LightningRL"], Awaitable[str | None]]
 """Asked after each step (after publish): a reason to stop the loop before the next step, or None."""
@@ -90,6 +103,17 @@ class LightningRL(Algorithm):
             balance_by=self.config.balance_by,
             seed=self.config.seed,
         )
+        if self._draw.rounding_note:  # decided once: the config (and the plan it files) says the real count
+            self.config = dataclasses.replace(self.config, tasks_per_step=self._draw.per_step)
+            self.console.print(self._draw.rounding_note, markup=False, highlight=False)
+        self._fill = BatchFill(
+            self._draw,
+            self.config.rollouts_per_task,
+            max_fill_rounds=self.config.max_fill_rounds if self.config.dynamic_sampling else 0,
+            hard_slice_factor=self.config.hard_slice_factor,
+            success_threshold=self.config.success_threshold,
+            reward_name=self.config.reward_name,
+        )
         self.version: ResourceVersion | None = None
         self.resources_id: str | None = None
         self.bound_resources: dict[str, str] = {}
@@ -104,6 +128,11 @@ class LightningRL(Algorithm):
         """Steps taken by this object across `run` and `run_continuous` (names checkpoints and CSV rows)."""
         self.row_extras: list[Callable[[], dict[str, Any]]] = []
         """Called as each `run` step's row is logged; their columns join it (fit's `faults/` counts)."""
+        tolerance = self.config.rollback_on_regression
+        if tolerance is not None and trainer is not None:
+            raise ValueError("rollback_on_regression rebuilds the trainer from a checkpoint: give no trainer")
+        self.regression_guard = RegressionGuard(tolerance) if tolerance is not None else None
+        """The best validated version so far, with `rollback_on_regression` (see `validate`)."""
 
     def own_config(self, config: LightningRLConfig) -> LightningRLConfig:
         """`config` as this algorithm trains with it: a subclass checks or adjusts it here (SFT)."""
@@ -191,9 +220,13 @@ class LightningRL(Algorithm):
                     step = self.global_step
                     last = local_step == cfg.steps
                     t0 = time.perf_counter()
-                    outcomes = await (pending or await self._start_batch(step))
+                    fill = await self._fill_batch(step, await (pending or await self._start_batch(step)))
                     row: dict[str, Any] = {"step": step, "rollout_seconds": time.perf_counter() - t0}
-                    row.update(outcome_metrics(outcomes, cfg.success_threshold, prefix="train"))
+                    # `train/` describes the first round, the unbiased sample of the policy: refills
+                    # are drawn because of its outcomes. `sample/` says what dynamic sampling did.
+                    row.update(outcome_metrics(fill.first_round, cfg.success_threshold, prefix="train"))
+                    row.update(fill.metrics())
+                    outcomes = fill.train_outcomes()
                     pending = None
                     if ahead:
                         row.update(await self._sync_servers())
@@ -231,8 +264,12 @@ class LightningRL(Algorithm):
         for extra in self.row_extras:
             row.update(extra())
         row["step_seconds"] = time.perf_counter() - started
+        health = step_health(self.metrics.rows, row)
+        row.update(health.columns)
         self.metrics.log(row)
         progress.advance(step_info(row["train/reward_mean"], row["step_seconds"], row.get("val/success")))
+        for line in health.new:  # each problem once, when it first shows (rl/health.py)
+            self.console.print(f"[bold yellow]health:[/] {escape(line)}")
         if self.stopped_reason is None:
             return False
         self.report_stop(int(row["step"]))
@@ -240,13 +277,27 @@ class LightningRL(Algorithm):
 
     async def _start_batch(self, step: int) -> asyncio.Task[list[RolloutOutcome]]:
         """Enqueue step `step`'s rollouts on the current resource set; a task that waits for them."""
-        enqueued = await self.enqueue_tasks(
-            self._draw.next(),
-            n=self.config.rollouts_per_task,
-            resources_id=self.resources_id,
-            group_prefix=f"s{step}/",
-        )
+        enqueued = await self._enqueue_groups(self._draw.next(), f"s{step}/")
         return asyncio.create_task(self.wait_for(enqueued, timeout=self.config.step_timeout))
+
+    async def _enqueue_groups(self, tasks: Sequence[Task], group_prefix: str) -> list[tuple[Rollout, Task]]:
+        """One group per task: `rollouts_per_task` rollouts, more for a slice that rarely succeeds."""
+        enqueued: list[tuple[Rollout, Task]] = []
+        for n, part in self._fill.by_group_size(tasks):
+            enqueued += await self.enqueue_tasks(
+                part, n=n, resources_id=self.resources_id, group_prefix=group_prefix
+            )
+        return enqueued
+
+    async def _fill_batch(self, step: int, first: list[RolloutOutcome]) -> StepFill:
+        """Dynamic sampling (`rl/batch_fill.py`): replace the groups whose rewards agree with fresh
+        tasks' groups, one extra round at a time. Not with async rollouts: a refill would sample a
+        version other than the one the batch was enqueued on, so there the groups are only measured."""
+        fill = self._fill.begin(first, refill=not self.config.async_rollouts)
+        while tasks := fill.refill_tasks():
+            enqueued = await self._enqueue_groups(tasks, f"s{step}/r{len(fill.rounds)}/")
+            fill.add_round(await self.wait_for(enqueued, timeout=self.config.step_timeout))
+        return fill
 
     async def _collect_fresh(
         self, outcomes: Sequence[RolloutOutcome]
@@ -280,9 +331,10 @@ class LightningRL(Algorithm):
 
     async def collect(
         self, outcomes: Sequence[RolloutOutcome], *, spans: dict[str, list[Span]] | None = None
-    ) -> tuple[list[TrainingSequence], CreditReport, dict[str, float]]:
+    ) -> tuple[list[TrainingSequence], CreditReport, dict[str, Any]]:
         """Spans (latest attempt, one batch read unless given) + rewards of succeeded rollouts -> training
-        sequences, the credit report and the step's token accounting (`tokens/` metrics)."""
+        sequences, the credit report and the step's token accounting (`tokens/` metrics) with the first
+        decisions of its rollouts (`decision/first`, rl/decisions.py)."""
         # A crashed attempt's spans are partial: counted in train/failed, not trained on.
         succeeded = [o for o in outcomes if o.rollout.status == RolloutStatus.SUCCEEDED]
         if spans is None:
@@ -303,7 +355,8 @@ class LightningRL(Algorithm):
             and isinstance(self.version.resource, LLM)
         ):
             self._tokenizer_checkpoint = self.version.resource.checkpoint
-        return sequences, report, token_row(used, report, self._tokenizer_checkpoint)
+        decisions = first_decisions_row((o.task.tags, spans[o.rollout.rollout_id]) for o in succeeded)
+        return sequences, report, {**token_row(used, report, self._tokenizer_checkpoint), **decisions}
 
     async def update(
         self,
@@ -361,6 +414,8 @@ class LightningRL(Algorithm):
                 "plan_id": self.plan_id,
                 "step": step,
                 "metrics": summary,
+                # The run's health lines (rl/health.py) over the steps logged before this one.
+                "health": [line.text for line in health_lines(self.metrics.rows)],
                 "algorithm_config": self.config.summary(),
             },
         )
@@ -380,8 +435,9 @@ class LightningRL(Algorithm):
         assert self.servers is not None and self.version is not None
         return await self.servers.serve(self.version)
 
-    async def validate(self, step: int | None = None) -> dict[str, float]:
-        """Held-out success of the current version (and the seconds the validation took)."""
+    async def validate(self, step: int | None = None) -> dict[str, Any]:
+        """Held-out success of the current version (and the seconds the validation took); with
+        `rollback_on_regression`, a fall below the best version so far moves back to it (`rollback/`)."""
         started = time.perf_counter()
         result = await self.evaluate(
             self.val_tasks, group_prefix=f"val{step}/" if step is not None else "val/"
@@ -392,7 +448,42 @@ class LightningRL(Algorithm):
             "val/seconds": time.perf_counter() - started,
         }
         row.update({f"val/success[{k}]": v for k, v in result.by_tag.items()})
+        if self.regression_guard is not None and self.version is not None:
+            validated = Validated(self.version.version_id, result.success_rate, step or 0)
+            best = self.regression_guard.observe(validated)
+            if best is not None:
+                row.update(await self._roll_back(best, validated))
         return row
+
+    async def _roll_back(self, best: Validated, fell: Validated) -> dict[str, Any]:
+        """Move `latest` back to the best validated version, train on from it (a trainer rebuilt from its
+        checkpoint) and serve it; the `rollback/` columns and a console line say so."""
+        name = self.config.resource_name
+        reason = (
+            f"held-out success {fell.success:.2f} after step {fell.step} fell more than "
+            f"{self.config.rollback_on_regression} below {best.success:.2f} after step {best.step}"
+        )
+        target = await self.store.get_resource_version(best.version_id)
+        assert target is not None and isinstance(target.resource, LLM) and target.resource.checkpoint
+        await self.store.move_pointer(name, "latest", target.version_id, actor=self.name, reason=reason)
+        resource_set = await self.store.add_resource_set({**self.bound_resources, name: target.version_id})
+        self.version, self.resources_id = target, resource_set.resources_id
+        close = getattr(self.trainer, "close", None)
+        if callable(close):
+            close()
+        self.trainer = None  # the regressed policy's weights go before the best one's load
+        from lightningrl.trainer import build_trainer
+
+        self.trainer = await asyncio.to_thread(
+            build_trainer, target.resource.checkpoint, self.config.effective_trainer()
+        )
+        self.console.print(f"[bold yellow]rolled back to {escape(target.version_id)}:[/] {escape(reason)}")
+        return {
+            "rollback/to_version": target.version_id,
+            "rollback/from_version": fell.version_id,
+            "rollback/reason": reason,
+            **(await self._sync_servers()),
+        }
 
     async def evaluate(self, tasks: Sequence[Task], *, group_prefix: str = "eval/") -> EvaluationResult:
         return await Evaluate(

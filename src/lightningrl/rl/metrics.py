@@ -106,7 +106,8 @@ def plot_reward_curve(log: MetricsLog, path: str | Path, *, title: str = "Lightn
 
 
 def outcome_metrics(outcomes: Sequence[RolloutOutcome], threshold: float, *, prefix: str) -> dict[str, float]:
-    """Mean reward, success rate, failures and per-tag success of a batch of outcomes."""
+    """Mean reward, success rate, failures and per-tag success of a batch of outcomes, and the share of
+    its groups that carry a learning signal (`informative_shares`)."""
     rewards = [o.reward or 0.0 for o in outcomes]
     row = {
         f"{prefix}/rollouts": float(len(outcomes)),
@@ -119,7 +120,27 @@ def outcome_metrics(outcomes: Sequence[RolloutOutcome], threshold: float, *, pre
         for key, value in o.task.tags.items():
             by_tag[f"{key}={value}"].append(1.0 if (o.reward or 0.0) >= threshold else 0.0)
     row.update({f"{prefix}/success[{k}]": sum(v) / len(v) for k, v in sorted(by_tag.items())})
+    row.update(informative_shares(outcomes))
     return row
+
+
+def informative_shares(outcomes: Sequence[RolloutOutcome]) -> dict[str, float]:
+    """`health/informative_share` (and `[tag=value]` per slice): of the groups of at least two finished
+    rollouts, the share whose rewards differ. A group whose rewards all agree has no advantage to learn
+    from (`update/dropped_groups`); failed rollouts are not trained on, so they are left out here too."""
+    groups: dict[str, list[RolloutOutcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.succeeded and o.rollout.group_id is not None:
+            groups[o.rollout.group_id].append(o)
+    informative: dict[str, list[float]] = defaultdict(list)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        differ = 1.0 if len({m.reward or 0.0 for m in members}) > 1 else 0.0
+        informative["health/informative_share"].append(differ)
+        for key, value in members[0].task.tags.items():
+            informative[f"health/informative_share[{key}={value}]"].append(differ)
+    return {k: sum(v) / len(v) for k, v in sorted(informative.items())}
 
 
 def dropped_sequences_row(

@@ -21,10 +21,11 @@ from lightningrl.models.adapter import base_of
 from lightningrl.quiet import import_verl_engines, quiet_third_party
 from lightningrl.trainer.checkpoint import write_policy
 from lightningrl.trainer.config import TrainerConfig
+from lightningrl.trainer.entropy import entropy_stats
 from lightningrl.trainer.loss import truncated_is_weights
 from lightningrl.trainer.process_group import ensure_process_group
 from lightningrl.trainer.reference_policy import ReferencePolicy
-from lightningrl.trainer.verl_config import verl_configs
+from lightningrl.trainer.verl_config import actor_dtype, verl_configs
 from lightningrl.trainer.verl_data import mean_metric, response_values, to_verl_input
 
 
@@ -83,7 +84,8 @@ class VerlActorTrainer:
             if self.config.lora_rank > 0 and self.model_dir == self.base_dir:
                 self._reference_is_base = True
             else:
-                self._reference = ReferencePolicy(self.model_dir, self.device)
+                dtype = actor_dtype(self.config, self.device)
+                self._reference = ReferencePolicy(self.model_dir, self.device, dtype)
 
     @property
     def ranks(self) -> int:
@@ -119,10 +121,13 @@ class VerlActorTrainer:
 
     def compute_log_probs(self, batch: SequenceBatch) -> torch.Tensor:
         """Current policy's log-prob of every response token, (B, R) (`_compute_old_log_prob`)."""
-        return self._log_probs(batch)
+        return self._score(batch)[0]
 
-    def _log_probs(self, batch: SequenceBatch, *, adapter: bool = True) -> torch.Tensor:
-        """Log-probs of the response tokens; `adapter=False` scores the LoRA base (verl's ref path)."""
+    def _score(
+        self, batch: SequenceBatch, *, adapter: bool = True, entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs of the response tokens and, with `entropy`, the policy's entropy at each (both (B, R),
+        0 on padding), from one forward; `adapter=False` scores the LoRA base (verl's ref path)."""
         rows = len(batch)
         padding = -rows % self.ranks
         if padding:  # every rank gets the same number of rows
@@ -131,7 +136,7 @@ class VerlActorTrainer:
             batch,
             {},
             {
-                "calculate_entropy": False,
+                "calculate_entropy": entropy,
                 "compute_loss": False,
                 # The rollouts' own sampling temperature (recorded on their spans), never a setting.
                 "temperature": batch.temperature,
@@ -143,8 +148,11 @@ class VerlActorTrainer:
             },
         )
         output = self._infer(data)
-        log_probs = response_values(output, "log_probs", data)
-        return (log_probs * batch.attention_mask[:, batch.prompts.shape[1] :])[:rows]
+        real = batch.attention_mask[:, batch.prompts.shape[1] :]
+        log_probs = (response_values(output, "log_probs", data) * real)[:rows]
+        if not entropy:
+            return log_probs, None
+        return log_probs, (response_values(output, "entropy", data) * real)[:rows]
 
     def train_step(self, batch: SequenceBatch, advantages: torch.Tensor) -> dict[str, float]:
         """Old log-probs, TIS weights against the rollout's logprobs, then verl's actor update."""
@@ -182,8 +190,10 @@ class VerlActorTrainer:
             order = rank_major_order(len(batch), mini_batch, self.ranks)
             batch, advantages = batch.select(order), advantages[order]
         recompute_started = time.perf_counter()
-        old_log_probs = self.compute_log_probs(batch)
+        # verl's `_compute_old_log_prob`: the entropy comes from the same forward as the old log-probs.
+        old_log_probs, entropy = self._score(batch, entropy=True)
         recompute_s = time.perf_counter() - recompute_started
+        assert entropy is not None
         # Server log-probs are temperature-1 ones: comparable with the trainer's only at temperature 1.
         mismatch = (
             logprob_mismatch(old_log_probs, batch.rollout_log_probs, batch.response_mask)
@@ -200,7 +210,7 @@ class VerlActorTrainer:
         if self._reference is not None:
             tensors["ref_log_prob"] = self._reference.log_probs(batch)
         elif self._reference_is_base:
-            tensors["ref_log_prob"] = self._log_probs(batch, adapter=False)
+            tensors["ref_log_prob"] = self._score(batch, adapter=False)[0]
         data = to_verl_input(
             batch,
             tensors,
@@ -235,6 +245,7 @@ class VerlActorTrainer:
             "tokens": float(batch.response_mask.sum().item()),
             "step_time_s": time.perf_counter() - started,
             "old_log_prob_s": recompute_s,
+            **entropy_stats(entropy, batch.response_mask, batch.call_ids),
             **{f"mismatch_{k}": v for k, v in mismatch.items()},
         }
         return {key: value for key, value in result.items() if value is not None}

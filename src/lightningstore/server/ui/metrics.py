@@ -2,6 +2,10 @@
 itself knows: each published version's `metadata.step` and `metadata.metrics` (the update statistics the RL
 loop stores with it), and the mean primary reward of the rollouts that sampled each version (train: the
 step's parent, as the loop trains on it; val: the version itself, step 0 for the base).
+
+The run's learning health (the RL loop's `health/lines`, rules that say in words why a run is flat or
+falling) comes from the newest row that has it, or from the newest version's `metadata.health` (the
+lines over the steps before that version was published).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lightningstore.resource import ResourceVersion
 from lightningstore.reward import Reward
 from lightningstore.server.ui.outcome import primary_reward
 from lightningstore.status import RolloutStatus
@@ -34,10 +39,20 @@ class Chart:
 
 
 @dataclass(frozen=True)
+class Health:
+    """The run's learning-health lines after `step` (none: no problem found)."""
+
+    step: int
+    lines: list[str]
+
+
+@dataclass(frozen=True)
 class MetricsView:
     source: str
     rows: int
     charts: list[Chart]
+    health: Health | None = None
+    """None when the run recorded no health (a run before it, or another algorithm's)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +61,7 @@ class MetricsView:
             "charts": [
                 {"key": c.key, "title": c.title, "steps": c.steps, "series": c.series} for c in self.charts
             ],
+            "health": None if self.health is None else {"step": self.health.step, "lines": self.health.lines},
         }
 
 
@@ -66,6 +82,8 @@ TOKEN_CHARTS = (
 )
 """The token accounting (docs/token-accounting.md), one chart per question."""
 UPDATE_PREFIXES = ("actor/", "update/")
+HEALTH_COUNT, HEALTH_LINES, HEALTH_SEPARATOR = "health/count", "health/lines", " | "
+"""The RL loop's health columns (`lightningrl.rl.health`): how many lines, and their text joined."""
 
 
 def read_csv_rows(path: Path) -> list[dict[str, float]]:
@@ -79,12 +97,40 @@ def read_csv_rows(path: Path) -> list[dict[str, float]]:
     return rows
 
 
-async def store_rows(store: LightningStore) -> list[dict[str, float]]:
+def read_csv_health(path: Path) -> Health | None:
+    """The health lines of the newest metrics.csv row that has a health count."""
+    found: Health | None = None
+    with path.open(newline="") as fh:
+        for raw in csv.DictReader(fh):
+            step, count = _number(raw.get("step")), _number(raw.get(HEALTH_COUNT))
+            if step is None or count is None:
+                continue
+            text = raw.get(HEALTH_LINES) or ""
+            found = Health(int(step), text.split(HEALTH_SEPARATOR) if text else [])
+    return found
+
+
+def store_health(versions: list[ResourceVersion]) -> Health | None:
+    """The health lines the newest trained version recorded (over the steps before it)."""
+    recorded = [
+        (v.metadata["step"], v.metadata["health"])
+        for v in versions
+        if isinstance(v.metadata.get("step"), int)
+        and isinstance(v.metadata.get("health"), list)
+        and all(isinstance(line, str) for line in v.metadata["health"])
+    ]
+    if not recorded:
+        return None
+    step, lines = max(recorded, key=lambda item: item[0])
+    return Health(step - 1, list(lines))
+
+
+async def store_rows(store: LightningStore, versions: list[ResourceVersion]) -> list[dict[str, float]]:
     """One row per published version that names its training step, plus step 0 for a base version
     validated before training: the metrics stored with the version and the rewards of its rollouts."""
     rewards = await _rewards_by_version(store)
     rows: dict[int, dict[str, float]] = {}
-    for version in await store.list_resource_versions():
+    for version in versions:
         step, metrics = version.metadata.get("step"), version.metadata.get("metrics")
         if not isinstance(step, int):
             continue
@@ -131,11 +177,14 @@ async def _rewards_by_version(store: LightningStore) -> dict[tuple[str, str], li
 async def load_metrics(store: LightningStore, metrics_csv: Path | None) -> MetricsView:
     if metrics_csv is not None and metrics_csv.exists():
         rows, source = read_csv_rows(metrics_csv), f"metrics.csv at {metrics_csv}"
+        health = read_csv_health(metrics_csv)
     else:
-        rows, source = await store_rows(store), "the metrics stored with each published version"
+        versions = await store.list_resource_versions()
+        rows, source = await store_rows(store, versions), "the metrics stored with each published version"
+        health = store_health(versions)
         if metrics_csv is not None:
             source += f" ({metrics_csv} does not exist yet)"
-    return MetricsView(source=source, rows=len(rows), charts=charts_of(rows))
+    return MetricsView(source=source, rows=len(rows), charts=charts_of(rows), health=health)
 
 
 @dataclass

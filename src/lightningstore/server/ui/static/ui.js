@@ -97,6 +97,21 @@ const LightningUI = (() => {
     charts[spec.key] = new uPlot(opts, data, box.querySelector(".plot"));
   }
 
+  // The run's learning-health lines (null: the run recorded none, and the panel stays hidden).
+  function showHealth(health) {
+    const panel = document.getElementById("health");
+    if (!panel) return;
+    panel.hidden = !health;
+    if (!health) return;
+    document.getElementById("health-step").textContent = "after step " + health.step;
+    document.getElementById("health-lines").replaceChildren(...health.lines.map((text) => {
+      const item = document.createElement("li");
+      item.textContent = text;
+      return item;
+    }));
+    document.getElementById("health-none").hidden = health.lines.length > 0;
+  }
+
   // Fetch the run's metrics and draw (or update) one chart per group; again every `ms` while live.
   function trainingCharts(url, containerId, toggleId, stampId, ms) {
     const container = document.getElementById(containerId);
@@ -109,6 +124,7 @@ const LightningUI = (() => {
       document.getElementById("metrics-rows").textContent = String(body.rows);
       document.getElementById("no-metrics").hidden = body.charts.length > 0;
       body.charts.forEach((spec) => drawChart(container, spec));
+      showHealth(body.health);
       container.dataset.ready = "1";
       stamp(stampId);
     }
