@@ -129,6 +129,8 @@ def test_rag_agent_trains_through_the_proxy(warm_model: Path, tmp_path: Path) ->
             "show_progress": False,
             # Seeded sampling: after 60 warm-up steps one CI run in several sampled no well-formed
             # search at all; these rollouts are now the same every run (31 searches run here).
+            "dynamic_sampling": False,  # the test counts rollouts and their calls
+            "hard_slice_factor": 1,
             "deterministic": True,
         },
         workers=6,

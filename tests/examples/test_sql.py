@@ -154,6 +154,8 @@ def test_fit_trains_the_writer_only(tmp_path: Path, warm_model, read_store) -> N
             "return_to_judged_calls": False,
             "trainer": {"lr": 1e-3},
             "show_progress": False,
+            "dynamic_sampling": False,  # the test counts rollouts and their calls
+            "hard_slice_factor": 1,
             "deterministic": True,  # seeded rollouts: the same calls every run, not a sampling lottery
         },
         workers=8,
