@@ -90,6 +90,9 @@ def success(model, tokenizer, tasks: list[dict]) -> float:
 
 def bare_run(seed: int, steps: int, train: list[dict], heldout: list[dict]) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one line per run in the table's log, not a loading bar
 
     torch.manual_seed(seed)
     path = cached_model("smollm2")

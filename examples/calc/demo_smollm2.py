@@ -94,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the agent: plain openai or AutoGen",
     )
     p.add_argument("--heldout-per-op", type=int, default=40)
-    add_real_model_flags(p, RealModelDefaults(output="runs/calc-smollm2", n=8))
+    add_real_model_flags(p, RealModelDefaults(output="runs/calc-smollm2", n=8, tasks_per_step=3))
     return p.parse_args(argv)
 
 

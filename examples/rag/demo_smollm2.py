@@ -64,7 +64,7 @@ def main(args: argparse.Namespace) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--heldout", type=int, default=144, help="held-out tasks (144: all of them)")
-    add_real_model_flags(p, RealModelDefaults(output="runs/rag-smollm2", warmup_steps=16))
+    add_real_model_flags(p, RealModelDefaults(output="runs/rag-smollm2", warmup_steps=16, tasks_per_step=6))
     return p.parse_args(argv)
 
 

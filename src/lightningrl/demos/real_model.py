@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from lightningrl.config import LightningRLConfig
 from lightningrl.demos.flags import (
     add_advantage_flags,
     advantage_config,
@@ -73,6 +74,18 @@ def add_real_model_flags(p: argparse.ArgumentParser, defaults: RealModelDefaults
     )
     p.add_argument("--workers", type=int, default=defaults.workers, help="rollouts in flight")
     p.add_argument(
+        "--fill-rounds",
+        type=int,
+        default=LightningRLConfig().max_fill_rounds,
+        help="extra rounds of fresh tasks for groups whose rewards all agreed (0: none)",
+    )
+    p.add_argument(
+        "--hard-slice-factor",
+        type=int,
+        default=LightningRLConfig().hard_slice_factor,
+        help="group-size multiplier of a slice that rarely succeeds (1: off)",
+    )
+    p.add_argument(
         "--keep-checkpoints",
         type=int,
         default=1,
@@ -106,6 +119,9 @@ def real_model_rl_config(args: argparse.Namespace, *, balance_by: str, **fields:
         "val_every": args.val_every or args.steps,
         "seed": args.seed,
         "balance_by": balance_by,
+        "dynamic_sampling": args.fill_rounds > 0,
+        "max_fill_rounds": args.fill_rounds,
+        "hard_slice_factor": args.hard_slice_factor,
         "keep_checkpoints": args.keep_checkpoints or None,
         "advantage": dataclasses.asdict(advantage_config(args)),
         "trainer": {
