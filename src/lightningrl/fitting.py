@@ -10,10 +10,8 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import signal
-import sys
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -25,6 +23,12 @@ from lightningrl.algorithms.apo import APOConfig
 from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_from
 from lightningrl.datasets import Rows, load_tasks
+from lightningrl.fit_interrupts import (
+    FitInterrupted,
+    interrupted_text,
+    show_interrupts_briefly,
+    sigterm_as_interrupt,
+)
 from lightningrl.fit_stages import (
     PROMPT_NAME,
     StageRun,
@@ -174,7 +178,7 @@ def fit(
     target = _store_target(store, out)
     console = console or Console()
     try:
-        with Supervisor(out / "logs") as supervisor, _sigterm_as_interrupt(), reload_token_for_run():
+        with Supervisor(out / "logs") as supervisor, sigterm_as_interrupt(), reload_token_for_run():
             return _run_to_end(
                 lambda: _fit(
                     supervisor,
@@ -197,8 +201,8 @@ def fit(
                 )
             )
     except KeyboardInterrupt:
-        _show_interrupts_briefly()
-        raise FitInterrupted(_interrupted_text(out)) from None
+        show_interrupts_briefly()
+        raise FitInterrupted(interrupted_text(out)) from None
 
 
 def _output_dir(given: str | Path | None, config: object, cfg: LightningRLConfig) -> Path:
@@ -214,38 +218,6 @@ def _output_dir(given: str | Path | None, config: object, cfg: LightningRLConfig
             f"output_dir={str(given)!r} and config's output_dir={str(cfg.output_dir)!r} differ: give one"
         )
     return Path(given)
-
-
-class FitInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) stopped `fit`; every process it started is stopped. The message says the
-    step reached and how to resume."""
-
-
-def _interrupted_text(out: Path) -> str:
-    """Where the run stopped (the last step metrics.csv holds) and how to continue it."""
-    step = max(
-        (int(r["step"]) for r in MetricsLog.resume(out / "metrics.csv").rows if "step" in r), default=0
-    )
-    return (
-        f"interrupted after step {step}; every process fit started is stopped. To resume, run the same "
-        f"command again with the same output_dir ({out})."
-    )
-
-
-def _show_interrupts_briefly() -> None:
-    """An uncaught `FitInterrupted` prints its one line, not a traceback (other errors: unchanged)."""
-    previous = sys.excepthook
-    if getattr(previous, "lightningrl_brief", False):
-        return
-
-    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
-        if isinstance(error, FitInterrupted):
-            print(error, file=sys.stderr)
-        else:
-            previous(kind, error, tb)
-
-    hook.lightningrl_brief = True  # type: ignore[attr-defined]
-    sys.excepthook = hook
 
 
 async def _fit(
@@ -586,16 +558,3 @@ def _start_runners(
             *spec.runner_args(),
         )
         supervisor.start(f"runner-{index}", command, env=env, restartable=True, withhold=NOT_FOR_RUNNERS)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C while fit runs (asyncio turns SIGINT into a clean cancel)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
