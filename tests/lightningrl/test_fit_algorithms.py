@@ -120,7 +120,10 @@ def test_apo_then_sft_then_rl_on_one_store(model: Path, tmp_path: Path) -> None:
     bound, span_names, creators = asyncio.run(_bound_and_spans(out / "store.db"))
     assert CRITIQUE_SPAN in span_names and (EDIT_SPAN in span_names or "optimizer failed" in apo.notes[0])
     weights = [versions for algorithm, _, versions in bound if algorithm in ("sft", "lightningrl")]
-    assert len(weights) == 2 * 3 * 4  # SFT's and RL's step: 3 tasks x 4 rollouts each
+    # SFT's step: 3 tasks x 4 rollouts; RL's: the same first round plus any refill round dynamic sampling
+    # drew for groups that agreed (its own count, checked against the store).
+    assert rl_row["sample/rollouts"] >= 3 * 4 and rl_row["sample/rollouts"] % 4 == 0, rl_row
+    assert len(weights) == 3 * 4 + rl_row["sample/rollouts"]
     assert all(v.get("prompt") == result.prompt_version_id and "llm" in v for v in weights), weights[:3]
     scored = [v["prompt"] for algorithm, mode, v in bound if algorithm == "apo" and mode == "val"]
     assert scored and set(scored) <= {
