@@ -1,4 +1,4 @@
-"""The trainer's entropy statistics: from the old-log-prob forward (no extra pass), equal to a plain
+"""The trainer's entropy statistics: from a forward the step makes anyway (no extra pass), equal to a plain
 forward's, and at each call's first token apart from the mean."""
 
 from __future__ import annotations
@@ -81,9 +81,10 @@ def test_entropy_stats_average_trained_tokens_and_first_tokens() -> None:
     assert entropy_stats(entropy, torch.zeros_like(mask), call_ids) == {}
 
 
-def test_train_step_reports_entropy_from_its_one_scoring_forward(model_dir: Path) -> None:
+@pytest.mark.parametrize("recompute", [False, True], ids=["update-forward", "old-log-prob-pass"])
+def test_train_step_reports_entropy_from_its_one_scoring_forward(model_dir: Path, recompute: bool) -> None:
     batch = two_call_batch()
-    trainer = VerlActorTrainer(model_dir, TrainerConfig(lr=1e-2))
+    trainer = VerlActorTrainer(model_dir, TrainerConfig(lr=1e-2, recompute_old_log_probs=recompute))
     forwards: list[str] = []
     infer, train = trainer._infer, trainer._train
     trainer._infer = lambda data: (forwards.append("infer"), infer(data))[1]  # type: ignore[method-assign]
@@ -93,7 +94,8 @@ def test_train_step_reports_entropy_from_its_one_scoring_forward(model_dir: Path
     stats = trainer.train_step(batch, batch.response_mask.clone())
     first = first_call_tokens(batch.call_ids) & batch.response_mask.bool()
 
-    assert forwards == ["infer", "train"]  # the entropy rides on the old-log-prob forward
+    # The entropy rides on the old-log-prob forward, or on the update's own when that pass is skipped.
+    assert forwards == (["infer", "train"] if recompute else ["train"])
     trained = batch.response_mask.bool()
     assert int(first.sum()) == 2 * len(batch)  # two calls per row
     assert math.isfinite(stats["entropy"]) and math.isfinite(stats["entropy_decision"])

@@ -70,14 +70,16 @@ def run_steps(trainer: Trainer, steps: int, out: Path) -> tuple[torch.Tensor, li
     return log_probs, metrics
 
 
+@pytest.mark.parametrize("mini_batch", [4, None], ids=["two-mini-batches", "on-policy"])
 def test_two_ranks_match_one_rank_with_a_kl_term(
-    model_dir: Path, local_ray: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    model_dir: Path, local_ray: None, tmp_path: Path, capfd: pytest.CaptureFixture[str], mini_batch: int | None
 ) -> None:
     # Two optimiser steps per train_step (mini-batches of 4 rows), each of two micro-batches on 1 rank
-    # and one on each of 2 ranks; the KL term pulls toward the start.
+    # and one on each of 2 ranks; or one on-policy step over all 8 rows, whose old log-probs, entropy
+    # and mismatch come from the update's forward on each rank. The KL term pulls toward the start.
     config = TrainerConfig(
         lr=1e-2,
-        mini_batch_size=4,
+        mini_batch_size=mini_batch,
         micro_batch_size=2,
         backend="ray",
         loss=PolicyLossConfig(kl_loss_coef=0.5),
@@ -107,6 +109,8 @@ def test_two_ranks_match_one_rank_with_a_kl_term(
         # The entropy comes back from the ranks' scoring forward as it does in-process.
         assert two["entropy"] == pytest.approx(one["entropy"], abs=1e-5) and one["entropy"] > 0
         assert two["entropy_decision"] == pytest.approx(one["entropy_decision"], abs=1e-5)
+        assert two["mismatch_abs_mean"] == pytest.approx(one["mismatch_abs_mean"], abs=1e-5)
+        assert two["rollout_is_mean"] == pytest.approx(one["rollout_is_mean"], abs=1e-5)
     assert m1[1]["kl_loss"] > 1e-5  # the policy moved away from the reference
     w1 = load_file(tmp_path / "ranks-1" / "model.safetensors")
     w2 = load_file(tmp_path / "ranks-2" / "model.safetensors")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -135,6 +136,34 @@ def test_verl_step_matches_the_bare_torch_step(model_dir: Path) -> None:
         assert verl_metrics["grad_norm"] == pytest.approx(torch_metrics["grad_norm"], abs=1e-5)
     assert verl_metrics["tokens"] == batch.response_mask.sum().item()
     assert {"pg_clipfrac", "ppo_kl", "rollout_is_mean", "step_time_s"} <= verl_metrics.keys()
+
+
+def test_an_on_policy_step_without_the_old_log_prob_pass_is_the_same_step(model_dir: Path) -> None:
+    """One epoch, one mini-batch: the update's own forward stands in for verl's separate old-log-prob
+    pass (the PPO ratio is 1 either way); the loss, gradient, weights and what that pass measured agree."""
+    batch, advantages = random_batch()
+    config = TrainerConfig(lr=1e-2, micro_batch_size=4)
+    own = VerlActorTrainer(model_dir, config)
+    recomputed = VerlActorTrainer(model_dir, replace(config, recompute_old_log_probs=True))
+    infers: list[int] = []
+    infer = own._infer
+    own._infer = lambda data: (infers.append(1), infer(data))[1]  # type: ignore[method-assign]
+
+    for _ in range(2):
+        fast, slow = own.train_step(batch, advantages), recomputed.train_step(batch, advantages)
+        for key in ("loss", "grad_norm", "rollout_is_mean", "mismatch_abs_mean", "mismatch_k3_kl", "entropy"):
+            assert fast[key] == pytest.approx(slow[key], rel=1e-4, abs=1e-5), key
+        assert fast["mismatch_abs_max"] == pytest.approx(slow["mismatch_abs_max"], rel=1e-4)
+        assert fast["pg_clipfrac"] == 0.0 and fast["rollout_is_mean"] < 1.0  # ratios of 1; capped IS weights
+    assert not infers  # no scoring pass: the update's forward was the only one
+    for name, weight in own.full_state().items():
+        torch.testing.assert_close(weight, recomputed.full_state()[name], atol=1e-5, rtol=1e-4)
+    # Several mini-batches or epochs: the later ones are off-policy, so the old log-probs are scored first.
+    several = VerlActorTrainer(model_dir, replace(config, mini_batch_size=4))
+    infer_several = several._infer
+    several._infer = lambda data: (infers.append(1), infer_several(data))[1]  # type: ignore[method-assign]
+    several.train_step(batch, advantages)
+    assert infers == [1]
 
 
 def test_positive_advantages_raise_the_log_prob_of_trained_tokens(model_dir: Path) -> None:

@@ -31,6 +31,10 @@ class TrainerConfig:
     micro_batch_size: int = 8
     """Rows per forward/backward (gradient accumulation inside a mini-batch)."""
     ppo_epochs: int = 1
+    recompute_old_log_probs: bool = False
+    """Score the batch in a separate pass before an on-policy update (one epoch, one mini-batch), as
+    verl's trainer does. Off: the update's own forward gives the old log-probs (the PPO ratio is 1
+    there, so the step is the same) and the entropy and mismatch it measured — one forward saved."""
     shuffle: bool = False
     seed: int = 42
     loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)

@@ -8,7 +8,6 @@ data-parallel rank. On GPUs the ranks talk NCCL; on the CPU gloo (see `ray_clust
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,6 @@ class RayTrainer(VerlActorTrainer):
     def _start_worker(self, worker_config: Any) -> None:
         import ray
         from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
-        from verl.workers.utils.losses import ppo_loss
 
         from lightningrl.trainer.ray_worker import RankWorker
 
@@ -58,7 +56,7 @@ class RayTrainer(VerlActorTrainer):
                     resource_pool=self._pool, ray_cls_with_init=worker, device_name=self.device
                 )
             self._group.reset()
-            self._group.set_loss_fn(partial(ppo_loss, config=self._actor_config))
+            self._group.set_loss_fn(self._loss_fn())
         except BaseException:
             self.close()
             raise

@@ -1,7 +1,9 @@
 """VerlActorTrainer: verl's own actor update (TrainingWorker, FSDP engine) driven in-process.
 
 It drives the worker as `RayPPOTrainer._compute_old_log_prob` and `_update_actor` do: `infer_batch`
-for the old log-probs, then `train_mini_batch` with verl's `ppo_loss`. On a machine without an
+for the old log-probs, then `train_mini_batch` with verl's `ppo_loss` — except on an on-policy step
+(one epoch, one mini-batch), where the update's own forward gives the old log-probs and no separate
+pass runs (`loss.ppo_loss_own_old_log_probs`). On a machine without an
 accelerator verl runs through `lightningrl.verl_cpu`; on GPUs nothing here is CPU-specific.
 """
 
@@ -21,8 +23,15 @@ from lightningrl.models.adapter import base_of
 from lightningrl.quiet import import_verl_engines, quiet_third_party
 from lightningrl.trainer.checkpoint import write_policy
 from lightningrl.trainer.config import TrainerConfig
-from lightningrl.trainer.entropy import entropy_stats
-from lightningrl.trainer.loss import truncated_is_weights
+from lightningrl.trainer.entropy import entropy_stats, first_call_tokens
+from lightningrl.trainer.loss import (
+    DECISION_MASK,
+    ON_POLICY,
+    ROLLOUT_LOG_PROBS,
+    measured_in_loss,
+    ppo_loss_own_old_log_probs,
+    truncated_is_weights,
+)
 from lightningrl.trainer.process_group import ensure_process_group
 from lightningrl.trainer.reference_policy import ReferencePolicy
 from lightningrl.trainer.verl_config import actor_dtype, verl_configs
@@ -98,13 +107,20 @@ class VerlActorTrainer:
         ensure_process_group(self.device)
         import_verl_engines()
         from verl.workers.engine_workers import TrainingWorker
-        from verl.workers.utils.losses import ppo_loss
 
         # verl prints its setup (parameter count, memory, NUMA affinity, schedule) to stdout.
         with quiet_third_party():
             self._worker = TrainingWorker(config=worker_config)
             self._worker.reset()
-        self._worker.set_loss_fn(partial(ppo_loss, config=self._actor_config))
+        self._worker.set_loss_fn(self._loss_fn())
+
+    def _loss_fn(self) -> Any:
+        """verl's PPO loss, taking an on-policy step's old log-probs from its own forward."""
+        return partial(
+            ppo_loss_own_old_log_probs,
+            config=self._actor_config,
+            is_threshold=self.config.loss.rollout_is_threshold,
+        )
 
     def _infer(self, data: TensorDict) -> TensorDict:
         with quiet_third_party():
@@ -155,7 +171,8 @@ class VerlActorTrainer:
         return log_probs, (response_values(output, "entropy", data) * real)[:rows]
 
     def train_step(self, batch: SequenceBatch, advantages: torch.Tensor) -> dict[str, float]:
-        """Old log-probs, TIS weights against the rollout's logprobs, then verl's actor update."""
+        """Old log-probs (the update's own forward when on-policy), TIS weights against the rollout's
+        logprobs, then verl's actor update."""
         from verl.utils import tensordict_utils as tu
 
         started = time.perf_counter()
@@ -189,24 +206,39 @@ class VerlActorTrainer:
             # reorder so that optimiser step j sees the rows one rank would see in step j.
             order = rank_major_order(len(batch), mini_batch, self.ranks)
             batch, advantages = batch.select(order), advantages[order]
-        recompute_started = time.perf_counter()
-        # verl's `_compute_old_log_prob`: the entropy comes from the same forward as the old log-probs.
-        old_log_probs, entropy = self._score(batch, entropy=True)
-        recompute_s = time.perf_counter() - recompute_started
-        assert entropy is not None
-        # Server log-probs are temperature-1 ones: comparable with the trainer's only at temperature 1.
-        mismatch = (
-            logprob_mismatch(old_log_probs, batch.rollout_log_probs, batch.response_mask)
-            if batch.temperature == 1.0
-            else {}
+        # One epoch over one mini-batch: the policy that scores the batch in the update's own forward IS
+        # the old policy (the PPO ratio is 1), so no separate pass recomputes the old log-probs.
+        on_policy = (
+            self.config.ppo_epochs == 1
+            and mini_batch == len(batch)
+            and not self.config.recompute_old_log_probs
         )
-        tensors = {"old_log_probs": old_log_probs, "advantages": advantages.float() * batch.response_mask}
+        recompute_started = time.perf_counter()
+        tensors = {"advantages": advantages.float() * batch.response_mask}
+        mismatch: dict[str, float] = {}
         is_metrics: dict[str, float] = {}
-        if loss_config.rollout_is_threshold is not None:
-            weights, is_metrics = truncated_is_weights(
-                old_log_probs, batch.rollout_log_probs, batch.response_mask, loss_config.rollout_is_threshold
-            )
-            tensors["rollout_is_weights"] = weights
+        entropy_measured: dict[str, float] = {}
+        if on_policy:
+            tensors[ROLLOUT_LOG_PROBS] = batch.rollout_log_probs.float()
+            tensors[DECISION_MASK] = first_call_tokens(batch.call_ids).float()
+        else:
+            # verl's `_compute_old_log_prob`: the entropy comes from the same forward as the old log-probs.
+            old_log_probs, entropy = self._score(batch, entropy=True)
+            assert entropy is not None
+            entropy_measured = entropy_stats(entropy, batch.response_mask, batch.call_ids)
+            # Server log-probs are temperature-1 ones: comparable with the trainer's only at temperature 1.
+            if batch.temperature == 1.0:
+                mismatch = logprob_mismatch(old_log_probs, batch.rollout_log_probs, batch.response_mask)
+            tensors["old_log_probs"] = old_log_probs
+            if loss_config.rollout_is_threshold is not None:
+                weights, is_metrics = truncated_is_weights(
+                    old_log_probs,
+                    batch.rollout_log_probs,
+                    batch.response_mask,
+                    loss_config.rollout_is_threshold,
+                )
+                tensors["rollout_is_weights"] = weights
+        recompute_s = time.perf_counter() - recompute_started
         if self._reference is not None:
             tensors["ref_log_prob"] = self._reference.log_probs(batch)
         elif self._reference_is_base:
@@ -215,7 +247,8 @@ class VerlActorTrainer:
             batch,
             tensors,
             {
-                "calculate_entropy": loss_config.entropy_coeff != 0.0,
+                "calculate_entropy": on_policy or loss_config.entropy_coeff != 0.0,
+                ON_POLICY: on_policy,
                 "temperature": batch.temperature,
                 "global_batch_size": mini_batch,
                 "mini_batch_size": mini_batch,
@@ -245,9 +278,13 @@ class VerlActorTrainer:
             "tokens": float(batch.response_mask.sum().item()),
             "step_time_s": time.perf_counter() - started,
             "old_log_prob_s": recompute_s,
-            **entropy_stats(entropy, batch.response_mask, batch.call_ids),
+            **entropy_measured,
             **{f"mismatch_{k}": v for k, v in mismatch.items()},
         }
+        if on_policy:
+            result |= measured_in_loss(
+                metrics, batch.temperature, loss_config.rollout_is_threshold is not None
+            )
         return {key: value for key, value in result.items() if value is not None}
 
     def full_state(self) -> dict[str, torch.Tensor]:
