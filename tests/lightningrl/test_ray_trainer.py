@@ -72,7 +72,11 @@ def run_steps(trainer: Trainer, steps: int, out: Path) -> tuple[torch.Tensor, li
 
 @pytest.mark.parametrize("mini_batch", [4, None], ids=["two-mini-batches", "on-policy"])
 def test_two_ranks_match_one_rank_with_a_kl_term(
-    model_dir: Path, local_ray: None, tmp_path: Path, capfd: pytest.CaptureFixture[str], mini_batch: int | None
+    model_dir: Path,
+    local_ray: None,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    mini_batch: int | None,
 ) -> None:
     # Two optimiser steps per train_step (mini-batches of 4 rows), each of two micro-batches on 1 rank
     # and one on each of 2 ranks; or one on-policy step over all 8 rows, whose old log-probs, entropy

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import subprocess
-from dataclasses import replace
 import sys
+from dataclasses import replace
 from importlib.metadata import entry_points
 from pathlib import Path
 
