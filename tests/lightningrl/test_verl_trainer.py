@@ -22,6 +22,7 @@ from lightningrl.trainer import (
     torch_reference_step,
 )
 from lightningrl.trainer.loss import PolicyLossConfig
+from lightningrl.trainer.verl_actor import by_length, padded_share
 from lightningstore import semconv
 from lightningstore.reward import Reward
 from lightningstore.span import Span
@@ -136,6 +137,15 @@ def test_verl_step_matches_the_bare_torch_step(model_dir: Path) -> None:
         assert verl_metrics["grad_norm"] == pytest.approx(torch_metrics["grad_norm"], abs=1e-5)
     assert verl_metrics["tokens"] == batch.response_mask.sum().item()
     assert {"pg_clipfrac", "ppo_kl", "rollout_is_mean", "step_time_s"} <= verl_metrics.keys()
+
+
+def test_rows_sorted_by_length_pad_less() -> None:
+    lengths = [3, 9, 4, 8]
+    mask = torch.tensor([[1] * n + [0] * (9 - n) for n in lengths])
+    assert by_length(mask) == [1, 3, 2, 0]
+    assert padded_share(mask, 2) == pytest.approx(1 - 24 / (2 * 9 + 2 * 8))  # [3, 9], [4, 8]
+    assert padded_share(mask[by_length(mask)], 2) == pytest.approx(1 - 24 / (2 * 9 + 2 * 4))
+    assert padded_share(mask, 1) == 0.0
 
 
 def test_an_on_policy_step_without_the_old_log_prob_pass_is_the_same_step(model_dir: Path) -> None:

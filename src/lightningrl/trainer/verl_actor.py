@@ -43,6 +43,21 @@ def divisor_at_most(rows: int, cap: int) -> int:
     return max(d for d in range(1, min(rows, cap) + 1) if rows % d == 0)
 
 
+def by_length(attention_mask: torch.Tensor) -> list[int]:
+    """Row indexes, longest sequence first (stable), so that consecutive micro-batches hold like lengths."""
+    lengths = attention_mask.sum(dim=1).tolist()
+    return sorted(range(len(lengths)), key=lambda i: -lengths[i])
+
+
+def padded_share(attention_mask: torch.Tensor, micro_batch: int) -> float:
+    """Share of the positions a forward computes that are padding, micro-batches of `micro_batch`
+    consecutive rows each padded to its longest."""
+    lengths = attention_mask.sum(dim=1)
+    chunks = lengths.split(micro_batch)
+    computed = sum(len(chunk) * int(chunk.max()) for chunk in chunks if len(chunk))
+    return 1.0 - float(lengths.sum()) / computed if computed else 0.0
+
+
 def rank_major_order(rows: int, mini_batch: int, ranks: int) -> list[int]:
     """Rows reordered so that rank r's contiguous slice holds its share of every global mini-batch, in order.
 
@@ -213,6 +228,12 @@ class VerlActorTrainer:
             and mini_batch == len(batch)
             and not self.config.recompute_old_log_probs
         )
+        if on_policy:
+            # One mini-batch: the rows' order changes nothing in the step (the loss is normalised over the
+            # whole mini-batch), and micro-batches of like lengths are padded less (each is padded to its
+            # longest row).
+            order = by_length(batch.attention_mask)
+            batch, advantages = batch.select(order), advantages[order]
         recompute_started = time.perf_counter()
         tensors = {"advantages": advantages.float() * batch.response_mask}
         mismatch: dict[str, float] = {}
@@ -243,6 +264,7 @@ class VerlActorTrainer:
             tensors["ref_log_prob"] = self._reference.log_probs(batch)
         elif self._reference_is_base:
             tensors["ref_log_prob"] = self._score(batch, adapter=False)[0]
+        micro_batch = divisor_at_most(mini_batch // self.ranks, self.config.micro_batch_size)
         data = to_verl_input(
             batch,
             tensors,
@@ -256,9 +278,7 @@ class VerlActorTrainer:
                 "seed": self.config.seed,
                 "dataloader_kwargs": {"shuffle": self.config.shuffle},
                 "compute_loss": True,
-                "micro_batch_size_per_gpu": divisor_at_most(
-                    mini_batch // self.ranks, self.config.micro_batch_size
-                ),
+                "micro_batch_size_per_gpu": micro_batch,
             },
         )
         metrics = tu.get(self._train(data), "metrics")
@@ -275,6 +295,7 @@ class VerlActorTrainer:
             "rollout_is_mean": is_metrics.get("rollout_is_mean"),
             "sequences": float(real_rows),
             "padding_rows": float(padding),
+            "forward_padding": padded_share(batch.attention_mask, micro_batch),
             "tokens": float(batch.response_mask.sum().item()),
             "step_time_s": time.perf_counter() - started,
             "old_log_prob_s": recompute_s,
