@@ -312,3 +312,14 @@ def test_a_batch_of_several_temperatures_or_a_greedy_one_is_refused() -> None:
         collate(sampled_at("r1", 0.2) + sampled_at("r2", 1.0))
     with pytest.raises(ValueError, match="temperature 0.0 .greedy."):
         collate(sampled_at("r1", 0.0))
+
+
+def test_half_precision_on_a_cpu_without_its_kernels_is_called_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lightningrl.trainer.verl_config import slow_half_precision
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    why = slow_half_precision("bf16", "cpu")
+    assert why is not None and "AVX2" in why and "param_dtype='fp32'" in why
+    assert slow_half_precision("fp32", "cpu") is None and slow_half_precision("bf16", "cuda") is None
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert slow_half_precision("bf16", "cpu") is None

@@ -9,6 +9,7 @@ accelerator verl runs through `lightningrl.verl_cpu`; on GPUs nothing here is CP
 
 from __future__ import annotations
 
+import logging
 import time
 from functools import partial
 from pathlib import Path
@@ -34,8 +35,10 @@ from lightningrl.trainer.loss import (
 )
 from lightningrl.trainer.process_group import ensure_process_group
 from lightningrl.trainer.reference_policy import ReferencePolicy
-from lightningrl.trainer.verl_config import actor_dtype, verl_configs
+from lightningrl.trainer.verl_config import actor_dtype, slow_half_precision, verl_configs
 from lightningrl.trainer.verl_data import mean_metric, response_values, to_verl_input
+
+logger = logging.getLogger(__name__)
 
 
 def divisor_at_most(rows: int, cap: int) -> int:
@@ -98,6 +101,9 @@ class VerlActorTrainer:
                 "verl resolved the 'cuda' platform but torch sees no GPU; import lightningrl.verl_cpu "
                 f"before verl (or set VERL_PLATFORM=cpu); cpu plugin wanted: {cpu_wanted()}"
             )
+        slow = slow_half_precision(actor_dtype(self.config, self.device), self.device)
+        if slow:
+            logger.warning("%s", slow)
         self._actor_config, worker_config = verl_configs(self.model_dir, self.config, self.device)
         self._start_worker(worker_config)
         self._reference: ReferencePolicy | None = None

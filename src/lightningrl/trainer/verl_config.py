@@ -95,6 +95,27 @@ def verl_configs(model_dir: Path, cfg: TrainerConfig, device: str) -> tuple[Any,
     return actor, worker
 
 
+FAST_CPU_HALF = ("AVX512", "AVX512_BF16", "AMX")
+"""torch CPU capabilities with bf16 matmul kernels; below them (AVX2) torch multiplies bf16 matrices in a
+reference kernel on one thread: ~70x fp32's time on a 2-core AVX2 EPYC (2048x576 @ 576x1536)."""
+
+
+def slow_half_precision(dtype: str, device: str) -> str | None:
+    """Why `dtype` would be slow on this CPU, or None (fp32, a GPU, or a CPU with bf16 kernels)."""
+    import torch
+
+    if device != "cpu" or dtype == "fp32":
+        return None
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability.startswith(FAST_CPU_HALF):
+        return None
+    return (
+        f"param_dtype={dtype!r} on a CPU with {capability} only: torch multiplies {dtype} matrices in a "
+        "single-threaded reference kernel here, tens of times slower than fp32; set param_dtype='fp32' "
+        "(or leave it unset)"
+    )
+
+
 def actor_dtype(cfg: TrainerConfig, device: str) -> str:
     """The actor's parameter dtype: the config's, else fp32 on the CPU (bf16 costs accuracy there), bf16 on GPUs."""
     return cfg.param_dtype or ("fp32" if device == "cpu" else "bf16")
