@@ -65,12 +65,12 @@ from lightningrl.serving.reload_token import RELOAD_TOKEN_ENV, reload_token_for_
 from lightningrl.serving.vllm import check_reloadable, resolve_engine
 from lightningstore import LLM, LightningStore, open_store, semconv
 from lightningstore.auth import ENV_VARS, Role
+from lightningstore.resource import MODE_SAMPLING
 from runner.credentials import PROVIDER_KEYS
 
 ENGINES = ("auto", "ours", "vllm")
 DEFAULT_OUTPUT_DIR = Path("runs/fit")
 SERVED_MODEL_NAME = "policy"
-TRAIN_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 T = TypeVar("T")
 """The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
 NOT_FOR_RUNNERS = (
@@ -489,7 +489,7 @@ async def _llm_resource(
             endpoints=[endpoint],
             model=SERVED_MODEL_NAME,
             checkpoint=str(model_dir),
-            sampling=TRAIN_SAMPLING,
+            sampling=dict(MODE_SAMPLING["train"]),
             sampling_by_mode=sampling_by_mode,
             seed_calls=deterministic,
         )

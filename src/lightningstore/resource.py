@@ -10,10 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 MODE_SAMPLING: dict[str, dict[str, Any]] = {
     "train": {"temperature": 1.0, "top_p": 1.0},
     "val": {"temperature": 0.7},
+    "test": {"temperature": 0.0},
 }
-"""Built-in per-mode sampling (Agent Lightning v1.0's): train samples the model's own distribution,
-because the trainer's log-probs assume it; val samples at 0.7. An LLM's `sampling_by_mode` overrides
-these key by key."""
+"""Built-in per-mode sampling, the one place it is decided: train samples the model's own distribution
+(Agent Lightning v1.0's; the trainer's log-probs assume it), val at 0.7 (v1.0's), test greedy (the
+release gate's protected cases compare versions without sampling noise). An LLM's `sampling_by_mode`
+overrides these key by key."""
 
 
 class LLM(BaseModel):
@@ -27,11 +29,9 @@ class LLM(BaseModel):
     model: str = Field(min_length=1)
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Sampling defaults for training calls (temperature, top_p, max_tokens, ...)."""
-    sampling_by_mode: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {"test": {"temperature": 0.0}}
-    )
-    """Per-mode overrides the proxy writes over the request, key by key over `MODE_SAMPLING`
-    (so train is 1.0/1.0 and val 0.7 unless named here; test is greedy by default)."""
+    sampling_by_mode: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-mode overrides the proxy writes over the request, key by key over `MODE_SAMPLING` (so train
+    is 1.0/1.0, val 0.7 and test greedy unless named here)."""
     respect_agent_sampling: list[Literal["train", "val", "test"]] = Field(default_factory=list)
     """Modes whose rewrite this resource opts out of: the agent's own values win over the mode's.
     In train mode the trainer then scores log-probs at the temperature each call used (its span's)."""

@@ -74,6 +74,10 @@ lr = 1e-3
     assert "done: step 2" in done.stdout
     latest = asyncio.run(_latest_llm(tmp_path / "run" / "store.db"))
     assert latest.resource.sampling_by_mode == {"val": {"temperature": 0.3}}
+    # The user named val only: test mode (the gate's protected cases) stays greedy in a run fit starts.
+    assert latest.resource.mode_sampling("test") == {"temperature": 0.0}
+    assert latest.resource.mode_sampling("val") == {"temperature": 0.3}
+    assert latest.resource.mode_sampling("train") == {"temperature": 1.0, "top_p": 1.0}
 
 
 async def _latest_llm(db: Path):

@@ -35,7 +35,8 @@ CHAT = {"model": "gpt", "messages": [{"role": "user", "content": "x"}]}
         ("train", {"temperature": 0.2}, ProxyConfig(defaults_win=True), {"temperature": 1.0}),
         ("val", {"temperature": 0.8, "max_tokens": 5}, ProxyConfig(), {"temperature": 0.0, "max_tokens": 5}),
         ("val", {"temperature": 0.8}, ProxyConfig(mode_overrides_win=frozenset()), {"temperature": 0.8}),
-        ("test", {}, ProxyConfig(), {"temperature": 1.0, "max_tokens": 64}),
+        # Test mode is greedy (MODE_SAMPLING) though the resource names other modes only.
+        ("test", {}, ProxyConfig(), {"temperature": 0.0, "max_tokens": 64}),
     ],
 )
 def test_sampling_merge(mode: str, agent: dict, config: ProxyConfig, expected: dict) -> None:
