@@ -33,9 +33,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
-from lightningrl.processes.supervisor import Supervisor, child_env, cli_command, free_port  # noqa: E402
+from lightningrl.processes.supervisor import Supervisor, child_env, cli_command  # noqa: E402
 from lightningrl.serving.endpoint import sync_weights  # noqa: E402
 from lightningrl.serving.vllm import vllm_python  # noqa: E402
+from lightningstore.server.run import free_port  # noqa: E402
 
 PROMPT = [{"role": "user", "content": "Tell me a story about a tiny model."}]
 

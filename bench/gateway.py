@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import httpx
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+
+from lightningstore.server.run import free_port
 
 STUB_TOKEN_IDS = list(range(100, 116))
 CHAT = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 12 plus 7?"}]
@@ -80,12 +81,6 @@ def serve(role: str, port: int, path: str | None, threads: int) -> None:
             path, device="cpu", max_batch_size=16, batch_wait_ms=2, cpu_threads=threads
         )
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def spawn(role: str, path: str | None = None, threads: int = 1) -> tuple[subprocess.Popen[bytes], str]:

@@ -35,9 +35,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from agent import solve  # noqa: E402
 from tasks import demonstrations, split_tasks, vocabulary  # noqa: E402
 
-from lightningrl.processes.supervisor import Supervisor, child_env, cli_command, free_port  # noqa: E402
+from lightningrl.processes.supervisor import Supervisor, child_env, cli_command  # noqa: E402
 from lightningstore import LLM, RolloutRequest, open_store  # noqa: E402
 from lightningstore.auth import Role  # noqa: E402
+from lightningstore.server.run import free_port  # noqa: E402
 from runner.resources import ResolvedLLM  # noqa: E402
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0}

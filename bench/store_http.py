@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,12 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workload import WorkloadResult, run_workload  # noqa: E402
 
 from lightningstore.client import StoreClient  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from lightningstore.server.run import free_port as _free_port
 
 
 def start_server(db: Path, port: int, timeout: float = 30.0) -> subprocess.Popen[bytes]:

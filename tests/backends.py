@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import psycopg
 
 from lightningstore import LightningStore, SqlStore
+from lightningstore.server.run import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -148,12 +148,6 @@ class LiveServer:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @asynccontextmanager

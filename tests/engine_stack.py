@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from lightningrl.serving.vllm import find_vllm_python
 from lightningstore import LLM, SqlStore
 from lightningstore.proxy import ProxyConfig
 from lightningstore.server import build_app
+from lightningstore.server.run import free_port
 
 VLLM_START_TIMEOUT = 420.0
 TOOLS = [
@@ -43,12 +43,6 @@ TOOLS = [
 ]
 TOOL_QUESTION = [{"role": "user", "content": "What is 12 plus 7?"}]
 TOOL_ANSWER = '<tool_call>\n{"name": "add", "arguments": {"a": 12, "b": 7}}\n</tool_call>'
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def require_vllm_python() -> str:

@@ -105,7 +105,8 @@ def optimizer_server(out: Path, wanted: bool) -> Iterator[str | None]:
         yield None
         return
     from lightningrl.models import cached_model
-    from lightningrl.processes.supervisor import Supervisor, child_env, cli_command, free_port
+    from lightningrl.processes.supervisor import Supervisor, child_env, cli_command
+    from lightningstore.server.run import free_port
 
     port = free_port()
     command = cli_command(

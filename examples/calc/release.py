@@ -38,7 +38,7 @@ from agent import calc_agent, solve  # noqa: E402
 from tasks import OPS, TOOLS, CalcTask, run_tool, split_tasks  # noqa: E402
 
 from algorithm import Evaluate, Task  # noqa: E402
-from lightningrl.local_stack import free_port, serve_app  # noqa: E402
+from lightningrl.local_stack import serve_app  # noqa: E402
 from lightningrl.release import (  # noqa: E402
     CanaryTask,
     RoutingProof,
@@ -60,6 +60,7 @@ from lightningstore.gate import (  # noqa: E402
     RollbackDrill,
     gate_records,
 )
+from lightningstore.server.run import free_port  # noqa: E402
 from runner import Runner, trace  # noqa: E402
 
 NAME = "llm"

@@ -49,7 +49,6 @@ from lightningrl.processes.supervisor import (
     Supervisor,
     child_env,
     cli_command,
-    free_port,
     port_is_free,
 )
 from lightningrl.result import TrainResult
@@ -66,6 +65,7 @@ from lightningrl.serving.vllm import check_reloadable, resolve_engine
 from lightningstore import LLM, LightningStore, open_store, semconv
 from lightningstore.auth import ENV_VARS, Role
 from lightningstore.resource import MODE_SAMPLING
+from lightningstore.server.run import free_port
 from runner.credentials import PROVIDER_KEYS
 
 ENGINES = ("auto", "ours", "vllm")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +16,7 @@ from typing import Any
 import uvicorn
 
 from lightningstore import LightningStore, semconv
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from lightningstore.server.run import free_port
 
 
 @contextlib.asynccontextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,15 +17,10 @@ from lightningstore import SqlStore
 from lightningstore.auth import TokenConfig
 from lightningstore.proxy import ProxyConfig
 from lightningstore.server import build_app
+from lightningstore.server.run import free_port
 
 SECRET = "gate-agent-secret"
 TOKENS = {"admin": "adm", "algorithm": "alg", "runner": "run", "approver": "apr"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager

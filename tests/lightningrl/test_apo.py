@@ -12,12 +12,13 @@ from toy_ab import warm_ab_model
 
 from algorithm import Task
 from lightningrl.algorithms.apo import APO, CRITIQUE_SPAN, EDIT_SPAN, APOConfig
-from lightningrl.local_stack import free_port, serve_app
+from lightningrl.local_stack import serve_app
 from lightningrl.models import cached_model
 from lightningrl.release import build_receipt, check_receipt
 from lightningrl.serving import create_app
 from lightningstore import PromptTemplate
 from lightningstore.gate import gate_records
+from lightningstore.server.run import free_port
 
 AGENT = "examples.algorithms.best_of_n:answer_agent"  # the docs example's agent: reads its prompt resource
 TRAIN = [Task(task_id=f"t{i}", input={"prompt": p, "answer": "b"}) for i, p in enumerate(["Say a or b."])]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from proc_state import alive as _alive
 
-from lightningrl.processes.supervisor import Supervisor, free_port
+from lightningrl.processes.supervisor import Supervisor
+from lightningstore.server.run import free_port
 
 
 def _wait_for(condition, timeout: float = 30.0) -> bool:

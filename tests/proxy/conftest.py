@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -36,12 +35,6 @@ TOKENS = {
     "runner": "runner-token",
     "approver": "approver-token",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass

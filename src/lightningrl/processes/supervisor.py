@@ -43,13 +43,6 @@ def exit_text(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"code {code}"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     """True when a server could listen on `port` now (with SO_REUSEADDR, as uvicorn binds)."""
     with socket.socket() as s:

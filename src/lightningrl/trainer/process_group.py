@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import torch.distributed as dist
 
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 at the time of asking."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from lightningstore.server.run import free_port
 
 
 def ensure_process_group(device: str) -> None:

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import socket
 import sys
 from typing import Any
 
@@ -16,6 +17,13 @@ from lightningstore.auth.tokens import TokenConfig
 from lightningstore.server.app import DEFAULT_MAX_BODY_BYTES, build_app
 from lightningstore.server.attempt_quota import DEFAULT_ATTEMPT_QUOTA, AttemptQuota, QuotaLedger
 from lightningstore.server.origin_guard import is_loopback
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now on `host` (the OS picks it; the one definition)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 def load_tokens(tokens_file: str | None, environ: dict[str, str] | None = None) -> TokenConfig:
