@@ -35,6 +35,10 @@ class TrainerConfig:
     """Score the batch in a separate pass before an on-policy update (one epoch, one mini-batch), as
     verl's trainer does. Off: the update's own forward gives the old log-probs (the PPO ratio is 1
     there, so the step is the same) and the entropy and mismatch it measured — one forward saved."""
+    shared_prefix: bool = True
+    """Compute each prompt once per micro-batch and score only response positions (its keys/values
+    reused by every row that shares it: a GRPO group's rows); the same gradient as the full forward.
+    False: verl's forward over every row's whole sequence."""
     shuffle: bool = False
     seed: int = 42
     loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)

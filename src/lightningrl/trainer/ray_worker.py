@@ -8,6 +8,7 @@ from verl.single_controller.base.decorator import Dispatch, register
 from verl.utils.device import get_device_name
 from verl.workers.engine_workers import TrainingWorker
 
+from lightningrl.trainer import shared_prefix
 from lightningrl.trainer.checkpoint import write_policy
 from lightningrl.trainer.process_group import ensure_process_group
 
@@ -20,6 +21,7 @@ class RankWorker(TrainingWorker):
         # Ray's actor env already carries RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
         ensure_process_group(get_device_name())
         super().__init__(config)
+        shared_prefix.install(self.engine)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def save_policy(self, source_dir: str, base_dir: str, out_dir: str) -> str:

@@ -22,6 +22,7 @@ from lightningrl.accounting.mismatch import logprob_mismatch
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.models.adapter import base_of
 from lightningrl.quiet import import_verl_engines, quiet_third_party
+from lightningrl.trainer import shared_prefix
 from lightningrl.trainer.checkpoint import write_policy
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.entropy import entropy_stats, first_call_tokens
@@ -35,6 +36,7 @@ from lightningrl.trainer.loss import (
 )
 from lightningrl.trainer.process_group import ensure_process_group
 from lightningrl.trainer.reference_policy import ReferencePolicy
+from lightningrl.trainer.shared_prefix import SHARED_PREFIX, prompt_order
 from lightningrl.trainer.verl_config import actor_dtype, slow_half_precision, verl_configs
 from lightningrl.trainer.verl_data import mean_metric, response_values, to_verl_input
 
@@ -133,6 +135,7 @@ class VerlActorTrainer:
         with quiet_third_party():
             self._worker = TrainingWorker(config=worker_config)
             self._worker.reset()
+        shared_prefix.install(self._worker.engine)
         self._worker.set_loss_fn(self._loss_fn())
 
     def _loss_fn(self) -> Any:
@@ -175,6 +178,7 @@ class VerlActorTrainer:
             {
                 "calculate_entropy": entropy,
                 "compute_loss": False,
+                SHARED_PREFIX: self.config.shared_prefix,
                 # The rollouts' own sampling temperature (recorded on their spans), never a setting.
                 "temperature": batch.temperature,
                 "global_token_num": batch.attention_mask.sum(dim=1).tolist(),
@@ -236,9 +240,13 @@ class VerlActorTrainer:
         )
         if on_policy:
             # One mini-batch: the rows' order changes nothing in the step (the loss is normalised over the
-            # whole mini-batch), and micro-batches of like lengths are padded less (each is padded to its
-            # longest row).
-            order = by_length(batch.attention_mask)
+            # whole mini-batch). Rows of one prompt together share it in a micro-batch; else micro-batches
+            # of like lengths are padded less (each is padded to its longest row).
+            order = (
+                prompt_order(batch.prompts, batch.attention_mask)
+                if self.config.shared_prefix
+                else by_length(batch.attention_mask)
+            )
             batch, advantages = batch.select(order), advantages[order]
         recompute_started = time.perf_counter()
         tensors = {"advantages": advantages.float() * batch.response_mask}
@@ -277,6 +285,7 @@ class VerlActorTrainer:
             {
                 "calculate_entropy": on_policy or loss_config.entropy_coeff != 0.0,
                 ON_POLICY: on_policy,
+                SHARED_PREFIX: self.config.shared_prefix,
                 "temperature": batch.temperature,
                 "global_batch_size": mini_batch,
                 "mini_batch_size": mini_batch,
