@@ -37,7 +37,8 @@ class RealModelDefaults:
     n: int = 4
     lr: float = TrainerConfig().lr
     """The library's default: the real-model demos run `fit`'s recipe, choosing only the run's size."""
-    micro_batch: int = 4
+    micro_batch: int = TrainerConfig().micro_batch_size
+    """The library's: with shared-prefix training a micro-batch of 8 rows is one packed row per prompt."""
     workers: int = 16
     train_tasks: int = 512
     warmup_steps: int = 12
@@ -64,7 +65,7 @@ def add_real_model_flags(p: argparse.ArgumentParser, defaults: RealModelDefaults
         "--micro-batch",
         type=int,
         default=defaults.micro_batch,
-        help="sequences a forward/backward (8 of ~430 tokens: ~22 GB)",
+        help="sequences a forward/backward (each prompt packed once with its responses)",
     )
     p.add_argument(
         "--param-dtype",
