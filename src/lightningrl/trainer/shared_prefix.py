@@ -156,6 +156,24 @@ def packed_scores(
     return by_row_lp, (by_row_h if entropy else None)
 
 
+def packed_response_log_probs(module: torch.nn.Module, batch: Any, rows_per_forward: int) -> torch.Tensor:
+    """log p(response token | prompt and response before it) of a `SequenceBatch`, (B, R), 0 on padding:
+    `packed_scores` over forwards of at most `rows_per_forward` rows, rows of one prompt together."""
+    prompts, responses = _rows(
+        {"prompts": batch.prompts, "responses": batch.responses, "attention_mask": batch.attention_mask}
+    )
+    order = prompt_order(batch.prompts, batch.attention_mask)
+    out = torch.zeros(batch.responses.shape, dtype=torch.float32)
+    for begin in range(0, len(order), rows_per_forward):
+        rows = order[begin : begin + rows_per_forward]
+        scored, _ = packed_scores(
+            module, [prompts[i] for i in rows], [responses[i] for i in rows], batch.temperature, False
+        )
+        for row, values in zip(rows, scored, strict=True):
+            out[row, : len(values)] = values.float().cpu()
+    return out
+
+
 def _full_length(values: list[torch.Tensor], prompt_lengths: list[int]) -> torch.Tensor:
     """verl's layout: one jagged row per sequence over prompt + response, a response token's value at
     position prompt_len - 1 + j (zero elsewhere)."""

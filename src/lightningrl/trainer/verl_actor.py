@@ -117,7 +117,9 @@ class VerlActorTrainer:
                 self._reference_is_base = True
             else:
                 dtype = actor_dtype(self.config, self.device)
-                self._reference = ReferencePolicy(self.model_dir, self.device, dtype)
+                self._reference = ReferencePolicy(
+                    self.model_dir, self.device, dtype, self.config.micro_batch_size
+                )
 
     @property
     def ranks(self) -> int:
