@@ -1,7 +1,7 @@
-"""Bench the real SmolLM2-135M-Instruct: one policy update through verl's actor (full and LoRA) against a
-bare torch loop on the same batch, and where an RL step's wall time goes through `fit`.
+"""Bench the real SmolLM2-135M-Instruct: one policy update through verl's actor by each of its paths
+against a bare torch loop on the same batch, and where an RL step's wall time goes through `fit`.
 
-    .venv/bin/python bench/real_model.py [--sequences 16] [--prompt 96] [--response 48] [--repeats 3]
+    .venv/bin/python bench/real_model.py [--sequences 24] [--groups 3] [--prompt 430] [--response 48] [--repeats 3]
     .venv/bin/python bench/real_model.py --step [--steps 2] [--repeats 3] [--lora-rank 0]
 
 `--step` runs `fit` (store server, proxy, our inference server, 2 runner processes, verl's actor here)
@@ -9,11 +9,15 @@ on two-digit sums, 4 tasks x 8 rollouts a step, and splits each step's wall time
 rollouts (enqueue to the last rollout finished), old log-prob recompute, the actor update, saving the
 checkpoint, the weight sync, and the rest.
 
-The batch is what one RL step of the calculator-sized tasks trains on: `--sequences` rows of a
-`--prompt`-token prompt and a `--response`-token response, every response token trained, random
+The batch is what one RL step of the calculator agents trains on: `--groups` GRPO groups of
+`--sequences` rows in all, the rows of a group sharing a `--prompt`-token prompt (system prompt, tool
+header, question), each with a `--response`-token response, every response token trained, random
 advantages. Each row of the table times one update after a warm-up update:
-- **verl actor**: `VerlActorTrainer.train_step` (old log-prob recompute, then verl's actor update:
-  FSDP2 on the CPU, one epoch, one mini-batch, micro-batches of `--micro`), the split shown;
+- **verl actor** (`VerlActorTrainer.train_step`, FSDP2 on the CPU, one epoch, one mini-batch,
+  micro-batches of `--micro`), by path: `verl` = verl's own (a no-grad pass for the old log-probs,
+  then the update over every row's whole sequence); `full` = no old log-prob pass (on-policy: the
+  update's forward gives them); `shared` = fit's default, also packing each micro-batch by prompt
+  (each prompt once, the vocabulary head at response positions only); `lora` = `shared` with LoRA;
 - **bare torch**: the same model, `forward` without grad for the old log-probs, then forward +
   backward + AdamW over the same micro-batches (the PPO-clip loss on the same tensors).
 Tokens/s counts the response tokens trained. Run it alone on the machine (OMP threads = cores).
@@ -40,13 +44,16 @@ from lightningrl.models import cached_model  # noqa: E402
 
 
 def make_batch(
-    sequences: int, prompt: int, response: int, seed: int = 0
+    sequences: int, prompt: int, response: int, groups: int = 1, seed: int = 0
 ) -> tuple[SequenceBatch, torch.Tensor]:
+    """`sequences` rows in `groups` GRPO groups: the rows of a group share their prompt (as a group's
+    rollouts share the task's), responses of random tokens."""
     gen = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(100, 40_000, (prompt,), generator=gen).tolist() for _ in range(groups)]
     rows = [
         TrainingSequence(
             rollout_id=f"r{i}",
-            prompt_ids=torch.randint(100, 40_000, (prompt,), generator=gen).tolist(),
+            prompt_ids=prompts[i % groups],
             response_ids=torch.randint(100, 40_000, (response,), generator=gen).tolist(),
             response_mask=[1] * response,
             rollout_logprobs=[-1.0] * response,
@@ -59,8 +66,19 @@ def make_batch(
     return batch, torch.randn(batch.responses.shape, generator=gen) * batch.response_mask
 
 
+UPDATE_PATHS = {
+    "verl": (
+        "verl's path: old log-probs pass, full forward",
+        {"recompute_old_log_probs": True, "shared_prefix": False},
+    ),
+    "full": ("on-policy (no old log-prob pass), full forward", {"shared_prefix": False}),
+    "shared": ("on-policy, shared prefix (fit's default)", {}),
+}
+"""The actor update's paths: name -> (row label, TrainerConfig fields)."""
+
+
 def verl_update(
-    model_dir: Path, batch: SequenceBatch, advantages: torch.Tensor, args, lora: int
+    model_dir: Path, batch: SequenceBatch, advantages: torch.Tensor, args, lora: int, **fields: object
 ) -> list[dict]:
     from lightningrl.trainer import TrainerConfig, VerlActorTrainer
     from lightningrl.trainer.loss import PolicyLossConfig
@@ -72,14 +90,13 @@ def verl_update(
         gradient_checkpointing=args.checkpointing,
         param_dtype=args.dtype,
         loss=PolicyLossConfig(rollout_is_threshold=None),  # the bare loop has no TIS either
+        **fields,  # type: ignore[arg-type]
     )
     trainer = VerlActorTrainer(model_dir, config)
     runs = []
     for repeat in range(args.repeats + 1):
-        t0 = time.perf_counter()
-        trainer.compute_log_probs(batch)  # timed alone: the step below recomputes it first
-        logprob_s = time.perf_counter() - t0
-        total = trainer.train_step(batch, advantages)["step_time_s"]
+        metrics = trainer.train_step(batch, advantages)
+        total, logprob_s = metrics["step_time_s"], metrics["old_log_prob_s"]
         if repeat:  # the first is the warm-up
             runs.append({"total": total, "logprob": logprob_s, "update": total - logprob_s})
     close = getattr(trainer, "close", None)
@@ -261,15 +278,16 @@ def summary(runs: list[dict], key: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sequences", type=int, default=16)
-    parser.add_argument("--prompt", type=int, default=96)
+    parser.add_argument("--sequences", type=int, default=24)
+    parser.add_argument("--groups", type=int, default=3, help="GRPO groups: rows of a group share a prompt")
+    parser.add_argument("--prompt", type=int, default=430)
     parser.add_argument("--response", type=int, default=48)
     parser.add_argument("--micro", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--lora-rank", type=int, default=None, help="LoRA rank (default 16; --step: 0)")
     parser.add_argument("--dtype", default=None, help="verl's param dtype (default fp32 on the CPU)")
     parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing in both")
-    parser.add_argument("--only", default="bare,full,lora")
+    parser.add_argument("--only", default="bare,verl,full,shared", help="bare, verl, full, shared, lora")
     parser.add_argument("--step", action="store_true", help="split RL steps through fit instead")
     parser.add_argument("--steps", type=int, default=2, help="--step: steps a run")
     args = parser.parse_args()
@@ -279,23 +297,30 @@ def main() -> None:
         return
     args.lora_rank = args.lora_rank or 16
     model_dir = cached_model("smollm2")
-    batch, advantages = make_batch(args.sequences, args.prompt, args.response)
+    batch, advantages = make_batch(args.sequences, args.prompt, args.response, args.groups)
     tokens = int(batch.response_mask.sum())
     rows = []
     only = args.only.split(",")
     if "bare" in only:
         rows.append(("bare torch (full, AdamW)", bare_update(model_dir, batch, advantages, args)))
-    if "full" in only:
-        rows.append(("verl actor, full fine-tune", verl_update(model_dir, batch, advantages, args, 0)))
+    for path, (label, fields) in UPDATE_PATHS.items():
+        if path in only:
+            rows.append(
+                (
+                    f"verl actor, full fine-tune: {label}",
+                    verl_update(model_dir, batch, advantages, args, 0, **fields),
+                )
+            )
     if "lora" in only:
         rows.append(
             (
-                f"verl actor, LoRA r={args.lora_rank}",
+                f"verl actor, LoRA r={args.lora_rank} (shared prefix)",
                 verl_update(model_dir, batch, advantages, args, args.lora_rank),
             )
         )
     print(
-        f"\nSmolLM2-135M, {args.sequences} x ({args.prompt} prompt + {args.response} response) tokens, "
+        f"\nSmolLM2-135M, {args.sequences} x ({args.prompt} prompt + {args.response} response) tokens in "
+        f"{args.groups} group(s) sharing a prompt, "
         f"micro-batch {args.micro}, {tokens} tokens trained; median of {args.repeats} (min-max)\n"
     )
     print("| update | s / update | old log-probs s | update s | trained tokens/s |")
