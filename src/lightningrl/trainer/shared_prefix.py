@@ -63,17 +63,18 @@ def _rows(micro_batch: Any) -> tuple[list[list[int]], list[list[int]]]:
 class PackedRow:
     """One forward row: a prompt once, then each of its responses, each seeing the prompt and itself."""
 
+    prompt_len: int
     tokens: list[int] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
     segment: list[int] = field(default_factory=list)
     """-1 for the prompt, i for response i (an index into the micro-batch's rows)."""
     targets: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """Row -> (index in `tokens` of the position that predicts its first response token, length)."""
+    """Row -> (index in `tokens` of its response's first token, the response's length)."""
 
 
 def pack(prompt: list[int], rows: list[int], responses: list[list[int]]) -> PackedRow:
     """`prompt` then every response of `rows`; a response's position ids continue the prompt's."""
-    packed = PackedRow(list(prompt), list(range(len(prompt))), [-1] * len(prompt))
+    packed = PackedRow(len(prompt), list(prompt), list(range(len(prompt))), [-1] * len(prompt))
     for row in rows:
         response = responses[row]
         packed.targets[row] = (len(packed.tokens), len(response))
@@ -117,7 +118,7 @@ def packed_scores(
         positions[g, : len(p.positions)] = torch.tensor(p.positions)
     # The vocabulary head only where a response token is predicted: from the shortest prompt's last
     # position on (a response's token 0 is predicted by its prompt's last position, token j by j - 1).
-    keep_from = min(len(p.tokens) - sum(n for _, n in p.targets.values()) for p in packed) - 1
+    keep_from = min(p.prompt_len for p in packed) - 1
     logits_all = module(
         input_ids=tokens.to(device),
         position_ids=positions.to(device),
@@ -130,11 +131,10 @@ def packed_scores(
     sizes: list[int] = []
     order: list[int] = []
     for g, p in enumerate(packed):
-        prompt_end = len(p.tokens) - sum(n for _, n in p.targets.values())
         for row, (start, length) in p.targets.items():
             if not length:
                 continue  # an empty response: nothing to score (its row stays empty)
-            predictors = torch.tensor([prompt_end - 1, *range(start, start + length - 1)]) - keep_from
+            predictors = torch.tensor([p.prompt_len - 1, *range(start, start + length - 1)]) - keep_from
             picked.append(logits_all[g, predictors.to(device)])
             labels.append(tokens[g, start : start + length])
             sizes.append(length)

@@ -312,7 +312,10 @@ class VerlActorTrainer:
             "rollout_is_mean": is_metrics.get("rollout_is_mean"),
             "sequences": float(real_rows),
             "padding_rows": float(padding),
-            "forward_padding": padded_share(batch.attention_mask, micro_batch),
+            # The padded share of verl's full forward (a packed forward pads only between prompt groups).
+            "forward_padding": None
+            if self.config.shared_prefix
+            else padded_share(batch.attention_mask, micro_batch),
             "tokens": float(batch.response_mask.sum().item()),
             "step_time_s": time.perf_counter() - started,
             "old_log_prob_s": recompute_s,
