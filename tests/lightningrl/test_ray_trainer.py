@@ -30,8 +30,8 @@ from lightningrl.trainer import (
     build_trainer,
     response_log_probs,
 )
+from lightningrl.trainer.batch_layout import rank_major_order
 from lightningrl.trainer.loss import PolicyLossConfig
-from lightningrl.trainer.verl_actor import rank_major_order
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,14 @@ from lightningrl.trainer import (
     response_log_probs,
     torch_reference_step,
 )
+from lightningrl.trainer.batch_layout import (
+    RowLayout,
+    by_length,
+    packed_micro_batches,
+    padded_share,
+    whole_micro_batches,
+)
 from lightningrl.trainer.loss import PolicyLossConfig
-from lightningrl.trainer.verl_actor import by_length, padded_share
 from lightningstore import semconv
 from lightningstore.reward import Reward
 from lightningstore.span import Span
@@ -114,11 +120,13 @@ def test_fsdp1_is_not_offered_on_the_cpu() -> None:
         EngineRegistry.get_engine_cls("language_model", "fsdp")
 
 
-def test_verl_step_matches_the_bare_torch_step(model_dir: Path) -> None:
+@pytest.mark.parametrize("rows", [8, 7])
+def test_verl_step_matches_the_bare_torch_step(model_dir: Path, rows: int) -> None:
+    """Two micro-batches (gradient accumulation); 7 rows: the second completed by a loss-free padding row."""
     from transformers import AutoModelForCausalLM
 
-    config = TrainerConfig(lr=1e-2, micro_batch_size=4)  # two micro-batches: gradient accumulation
-    batch, advantages = random_batch()
+    config = TrainerConfig(lr=1e-2, micro_batch_size=4)
+    batch, advantages = random_batch(size=rows)
     trainer = VerlActorTrainer(model_dir, config)
     reference = AutoModelForCausalLM.from_pretrained(
         model_dir, attn_implementation="sdpa", dtype=torch.float32
@@ -136,7 +144,43 @@ def test_verl_step_matches_the_bare_torch_step(model_dir: Path) -> None:
         assert verl_metrics["loss"] == pytest.approx(torch_metrics["loss"], abs=1e-5)
         assert verl_metrics["grad_norm"] == pytest.approx(torch_metrics["grad_norm"], abs=1e-5)
     assert verl_metrics["tokens"] == batch.response_mask.sum().item()
+    assert verl_metrics["padding_rows"] == 8 - rows
     assert {"pg_clipfrac", "ppo_kl", "rollout_is_mean", "step_time_s"} <= verl_metrics.keys()
+
+
+def test_one_mini_batch_is_laid_out_in_whole_micro_batches_of_whole_prompt_groups() -> None:
+    # (rows, ranks, cap) -> (micro-batch, rows after padding): never a micro-batch below the cap that a
+    # divisor would force (25 rows: 5 of 5 before, cutting every GRPO group of 8).
+    assert whole_micro_batches(25, 1, 8) == (8, 32)
+    assert whole_micro_batches(24, 1, 8) == (8, 24)
+    assert whole_micro_batches(5, 1, 8) == (5, 5)
+    assert whole_micro_batches(9, 2, 4) == (4, 16)
+    # A group is split only where it exceeds a micro-batch; smaller ones packed first-fit.
+    assert packed_micro_batches([[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11, 12]], 4) == [
+        [0, 1, 2, 7],
+        [3, 4, 5, 6],
+        [8, 9, 10, 11],
+        [12],
+    ]
+    # Three groups of 8 and a stray row (a rollout whose calls did not merge): 4 forwards, each of one
+    # prompt, the stray row's completed by 7 padding rows copying it.
+    prompts = torch.tensor([[10 + i % 3, 1] for i in range(24)] + [[20, 2]])
+    mask = torch.ones((25, 6), dtype=torch.long)
+    layout = RowLayout.for_one_mini_batch(prompts, mask, ranks=1, cap=8, by_prompt=True)
+    assert layout.micro_batch == 8 and len(layout.index) == 32 and layout.padding == 7
+    micro_batches = [layout.index[i : i + 8] for i in range(0, 32, 8)]
+    assert [{int(prompts[row, 0]) for row in micro} for micro in micro_batches] == [{10}, {11}, {12}, {20}]
+    assert micro_batches[3] == [24] * 8 and layout.pad[24:] == [False] + [True] * 7
+
+    batch, advantages = random_batch(size=3)
+    layout = RowLayout.for_one_mini_batch(batch.prompts, batch.attention_mask, ranks=1, cap=2, by_prompt=True)
+    laid = layout.apply(batch)
+    pads = torch.tensor(layout.pad)
+    width = batch.prompts.shape[1]
+    assert len(laid) == 4 and laid.response_mask[pads].sum() == 0 and (laid.call_ids[pads] == -1).all()
+    assert laid.attention_mask[pads, width:].sum().item() == 1  # cut to one response token
+    assert (layout.rows_of(advantages)[pads] == 0).all()
+    torch.testing.assert_close(layout.restore(layout.rows_of(advantages)), advantages)
 
 
 def test_rows_sorted_by_length_pad_less() -> None:

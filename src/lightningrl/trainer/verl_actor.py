@@ -23,6 +23,7 @@ from lightningrl.credit.batch import SequenceBatch
 from lightningrl.models.adapter import base_of
 from lightningrl.quiet import import_verl_engines, quiet_third_party
 from lightningrl.trainer import shared_prefix
+from lightningrl.trainer.batch_layout import RowLayout, divisor_at_most, padded_share, rank_major_order
 from lightningrl.trainer.checkpoint import write_policy
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.entropy import entropy_stats, first_call_tokens
@@ -36,45 +37,11 @@ from lightningrl.trainer.loss import (
 )
 from lightningrl.trainer.process_group import ensure_process_group
 from lightningrl.trainer.reference_policy import ReferencePolicy
-from lightningrl.trainer.shared_prefix import SHARED_PREFIX, prompt_order
+from lightningrl.trainer.shared_prefix import SHARED_PREFIX
 from lightningrl.trainer.verl_config import actor_dtype, slow_half_precision, verl_configs
 from lightningrl.trainer.verl_data import mean_metric, response_values, to_verl_input
 
 logger = logging.getLogger(__name__)
-
-
-def divisor_at_most(rows: int, cap: int) -> int:
-    """The largest micro-batch size <= cap that splits `rows` evenly (verl requires even splits)."""
-    return max(d for d in range(1, min(rows, cap) + 1) if rows % d == 0)
-
-
-def by_length(attention_mask: torch.Tensor) -> list[int]:
-    """Row indexes, longest sequence first (stable), so that consecutive micro-batches hold like lengths."""
-    lengths = attention_mask.sum(dim=1).tolist()
-    return sorted(range(len(lengths)), key=lambda i: -lengths[i])
-
-
-def padded_share(attention_mask: torch.Tensor, micro_batch: int) -> float:
-    """Share of the positions a forward computes that are padding, micro-batches of `micro_batch`
-    consecutive rows each padded to its longest."""
-    lengths = attention_mask.sum(dim=1)
-    chunks = lengths.split(micro_batch)
-    computed = sum(len(chunk) * int(chunk.max()) for chunk in chunks if len(chunk))
-    return 1.0 - float(lengths.sum()) / computed if computed else 0.0
-
-
-def rank_major_order(rows: int, mini_batch: int, ranks: int) -> list[int]:
-    """Rows reordered so that rank r's contiguous slice holds its share of every global mini-batch, in order.
-
-    E.g. 8 rows, mini-batches of 4, 2 ranks: [0, 1, 4, 5 | 2, 3, 6, 7].
-    """
-    share = mini_batch // ranks
-    return [
-        step * mini_batch + rank * share + i
-        for rank in range(ranks)
-        for step in range(rows // mini_batch)
-        for i in range(share)
-    ]
 
 
 class VerlActorTrainer:
@@ -170,32 +137,34 @@ class VerlActorTrainer:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs of the response tokens and, with `entropy`, the policy's entropy at each (both (B, R),
         0 on padding), from one forward; `adapter=False` scores the LoRA base (verl's ref path)."""
-        rows = len(batch)
-        padding = -rows % self.ranks
-        if padding:  # every rank gets the same number of rows
-            batch = batch.select(list(range(rows)) + [0] * padding)
+        layout = RowLayout.for_one_mini_batch(
+            batch.prompts,
+            batch.attention_mask,
+            self.ranks,
+            self.config.micro_batch_size,
+            by_prompt=self.config.shared_prefix,
+        )
+        laid = layout.apply(batch)
         data = to_verl_input(
-            batch,
+            laid,
             {},
             {
                 "calculate_entropy": entropy,
                 "compute_loss": False,
                 SHARED_PREFIX: self.config.shared_prefix,
                 # The rollouts' own sampling temperature (recorded on their spans), never a setting.
-                "temperature": batch.temperature,
-                "global_token_num": batch.attention_mask.sum(dim=1).tolist(),
-                "micro_batch_size_per_gpu": divisor_at_most(
-                    len(batch) // self.ranks, self.config.micro_batch_size
-                ),
+                "temperature": laid.temperature,
+                "global_token_num": laid.attention_mask.sum(dim=1).tolist(),
+                "micro_batch_size_per_gpu": layout.micro_batch,
                 **({} if adapter else {"no_lora_adapter": True}),
             },
         )
         output = self._infer(data)
-        real = batch.attention_mask[:, batch.prompts.shape[1] :]
-        log_probs = (response_values(output, "log_probs", data) * real)[:rows]
+        real = laid.attention_mask[:, laid.prompts.shape[1] :]
+        log_probs = layout.restore(response_values(output, "log_probs", data) * real)
         if not entropy:
             return log_probs, None
-        return log_probs, (response_values(output, "entropy", data) * real)[:rows]
+        return log_probs, layout.restore(response_values(output, "entropy", data) * real)
 
     def train_step(self, batch: SequenceBatch, advantages: torch.Tensor) -> dict[str, float]:
         """Old log-probs (the update's own forward when on-policy), TIS weights against the rollout's
@@ -220,35 +189,34 @@ class VerlActorTrainer:
             )
         real_rows = len(batch)
         # verl splits a step into equal mini-batches, each split evenly over the ranks.
-        mini_batch = self.config.mini_batch_size or len(batch)
+        mini_batch = self.config.mini_batch_size or real_rows
         mini_batch += -mini_batch % self.ranks
-        padding = -len(batch) % mini_batch
-        if padding:
-            # verl splits a step into equal mini-batches: pad with loss-free copies (response_mask 0).
-            batch = batch.select(list(range(real_rows)) + [0] * padding)
-            batch.response_mask[real_rows:] = 0
-            advantages = torch.cat([advantages, advantages.new_zeros((padding, advantages.shape[1]))])
+        # One epoch over one mini-batch: the policy that scores the batch in the update's own forward IS
+        # the old policy (the PPO ratio is 1), so no separate pass recomputes the old log-probs.
+        one_mini_batch = mini_batch >= real_rows
+        on_policy = self.config.ppo_epochs == 1 and one_mini_batch and not self.config.recompute_old_log_probs
+        if one_mini_batch:
+            # One mini-batch: the rows' order changes nothing in the step (the loss is normalised over the
+            # whole mini-batch). Each micro-batch holds whole prompt groups where they fit, so a prompt is
+            # computed once (shared prefix); else rows of like lengths, each micro-batch padded less.
+            layout = RowLayout.for_one_mini_batch(
+                batch.prompts,
+                batch.attention_mask,
+                self.ranks,
+                self.config.micro_batch_size,
+                by_prompt=self.config.shared_prefix,
+            )
+        else:
+            micro = divisor_at_most(mini_batch // self.ranks, self.config.micro_batch_size)
+            layout = RowLayout.in_order(real_rows, real_rows + -real_rows % mini_batch, micro)
+        batch, advantages = layout.apply(batch), layout.rows_of(advantages)
+        if one_mini_batch:
+            mini_batch = len(batch)
+        micro_batch, padding = layout.micro_batch, layout.padding
         if self.ranks > 1:
             # verl hands rank r the r-th contiguous slice and each rank walks its slice in mini-batches:
             # reorder so that optimiser step j sees the rows one rank would see in step j.
             order = rank_major_order(len(batch), mini_batch, self.ranks)
-            batch, advantages = batch.select(order), advantages[order]
-        # One epoch over one mini-batch: the policy that scores the batch in the update's own forward IS
-        # the old policy (the PPO ratio is 1), so no separate pass recomputes the old log-probs.
-        on_policy = (
-            self.config.ppo_epochs == 1
-            and mini_batch == len(batch)
-            and not self.config.recompute_old_log_probs
-        )
-        if on_policy:
-            # One mini-batch: the rows' order changes nothing in the step (the loss is normalised over the
-            # whole mini-batch). Rows of one prompt together share it in a micro-batch; else micro-batches
-            # of like lengths are padded less (each is padded to its longest row).
-            order = (
-                prompt_order(batch.prompts, batch.attention_mask)
-                if self.config.shared_prefix
-                else by_length(batch.attention_mask)
-            )
             batch, advantages = batch.select(order), advantages[order]
         recompute_started = time.perf_counter()
         tensors = {"advantages": advantages.float() * batch.response_mask}
@@ -280,7 +248,6 @@ class VerlActorTrainer:
             tensors["ref_log_prob"] = self._reference.log_probs(batch)
         elif self._reference_is_base:
             tensors["ref_log_prob"] = self._score(batch, adapter=False)[0]
-        micro_batch = divisor_at_most(mini_batch // self.ranks, self.config.micro_batch_size)
         data = to_verl_input(
             batch,
             tensors,
