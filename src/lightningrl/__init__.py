@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lightningrl.config import LightningRLConfig
     from lightningrl.fitting import FitInterrupted, fit
-    from lightningrl.models import cached_model, check_checkpoint, import_model
+    from lightningrl.models import cached_model, check_checkpoint, export_checkpoint, import_model
     from lightningrl.result import TrainResult
-    from runner import emit_reward, rollout
+    from runner import AglAgent, emit_reward, rollout
 
 # Lazy: `import lightningrl` must stay cheap (the CLI and runner processes import it).
 _EXPORTS = {
@@ -23,15 +23,19 @@ _EXPORTS = {
     "import_model": "lightningrl.models",
     "check_checkpoint": "lightningrl.models",
     "cached_model": "lightningrl.models",
+    "export_checkpoint": "lightningrl.models",
+    "AglAgent": "runner",
 }
 
 __all__ = [
+    "AglAgent",
     "FitInterrupted",
     "LightningRLConfig",
     "TrainResult",
     "cached_model",
     "check_checkpoint",
     "emit_reward",
+    "export_checkpoint",
     "fit",
     "import_model",
     "rollout",

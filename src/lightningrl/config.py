@@ -9,6 +9,7 @@ from typing import Any
 
 from lightningrl.rl.advantages import AdvantageConfig
 from lightningrl.rl.continuous import ContinuousConfig
+from lightningrl.rl.trackers import check_tracker_names
 from lightningrl.trainer.config import TrainerConfig
 
 
@@ -54,10 +55,12 @@ class LightningRLConfig:
     """Seconds to wait for one step's rollouts before giving up with a clear error."""
     output_dir: Path = Path("runs/lightningrl")
     """Where metrics.csv, reward_curve.png and checkpoints/ go (`fit` sets it to its output_dir)."""
-    keep_checkpoints: int | None = None
-    """Keep only the newest this many step checkpoints in output_dir/checkpoints/ (older ones are
-    deleted after each update; their versions can no longer be served, promoted or resumed from).
-    None keeps every step's: a full SmolLM2-135M checkpoint is ~0.5 GB, ~5 GB over 10 steps."""
+    keep_checkpoints: int | None = 3
+    """Keep the newest this many step checkpoints in output_dir/checkpoints/, and always the checkpoints
+    of the resource's `approved` version and of the best validated step; the rest are deleted after each
+    update (their versions can no longer be served, promoted or resumed from). The run says so once when
+    it starts. None keeps every step's: a full checkpoint of SmolLM2-135M is ~0.5 GB, of a 1.5B model
+    ~6 GB, every step. Before each save the free disk is checked (a clear error instead of a full disk)."""
     seed: int = 0
     """Seeds the order in which train tasks are drawn."""
     deterministic: bool = False
@@ -99,6 +102,9 @@ class LightningRLConfig:
     """A slice (a `balance_by` value, else the whole set) whose running success rate is below
     1/rollouts_per_task, and one of whose groups agreed on failure, gets groups this many times
     larger until the rate recovers (1 turns it off)."""
+    trackers: tuple[str, ...] = ()
+    """Experiment trackers that get every metrics row too: any of "tensorboard", "mlflow", "wandb", all
+    local files under `output_dir` (`lightningrl.rl.trackers`; the `trackers` extra installs them)."""
     # ---- learning health ----
     rollback_on_regression: float | None = None
     """When a validation's held-out success falls more than this below the best validated so far, move
@@ -132,6 +138,7 @@ class LightningRLConfig:
                 f"rollback_on_regression must be in [0, 1) or None, got {self.rollback_on_regression!r}"
             )
         self.output_dir = Path(self.output_dir)
+        self.trackers = check_tracker_names(self.trackers)
 
     def effective_trainer(self) -> TrainerConfig:
         """The trainer's config as the loop builds it: a deterministic run trains without the

@@ -26,6 +26,7 @@ from lightningrl.config_fields import dataclass_from_dict, replaced_from_dict
 from lightningrl.curation import Curation, probe
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.metrics import MetricsLog
+from lightningrl.rl.trackers import RunTrackers
 from lightningstore import LLM, LightningStore, PromptTemplate, RolloutConfig
 
 ALGORITHMS = ("rl", "sft", "apo")
@@ -135,6 +136,8 @@ class StageRun:
     """fit's `apo` keys `score_on` and `score_tasks` (see `scoring`)."""
     probe: Curation | None = None
     """The pass-rate probe's curation (`probe_stage`), when fit ran one."""
+    trackers: RunTrackers | None = None
+    """The run's experiment trackers (fit opens them once; every stage's rows go to them)."""
 
 
 async def run_stages(
@@ -177,6 +180,7 @@ async def run_stages(
         if prompt is not None:
             weights.bound_resources = {PROMPT_NAME: prompt.version_id}
         weights.resume()
+        weights.trackers = state.trackers
         state.current = weights
         try:
             state.metrics = await watched(weights.run())
@@ -253,6 +257,7 @@ async def _apo_stage(
     state.notes.append(line)
     console.print(line, markup=False, highlight=False)
     metrics = MetricsLog.resume(cfg.output_dir / "metrics.csv")
+    metrics.trackers = state.trackers
     step = max((int(r["step"]) for r in metrics.rows if "step" in r), default=-1) + 1
     llm = await store.get_latest_version(config.llm_name)
     assert llm is not None

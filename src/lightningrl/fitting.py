@@ -53,6 +53,7 @@ from lightningrl.processes.supervisor import (
 )
 from lightningrl.result import TrainResult
 from lightningrl.rl.metrics import MetricsLog
+from lightningrl.rl.trackers import RunTrackers
 from lightningrl.serving.launch import (
     DETERMINISTIC_BATCH,
     INFERENCE_BATCH,
@@ -100,6 +101,7 @@ def fit(
     sft: LightningRLConfig | Mapping[str, Any] | None = None,
     apo: APOConfig | Mapping[str, Any] | None = None,
     probe: int = 0,
+    trackers: Sequence[str] | None = None,
 ) -> TrainResult:
     """Train `agent` on `train` (held-out `val`) starting from the checkpoint `model`.
 
@@ -125,6 +127,9 @@ def fit(
       of its fields; the optimizer defaults to the policy as served) and needs `prompt` and `val`.
     - prompt: the starting prompt template (f-string): published as the `prompt` resource when the
       store has none, and bound into every rollout; the agent reads `resources.prompts["prompt"]`.
+    - trackers: experiment trackers that get every metrics row, the config and the version ids too:
+      any of "tensorboard", "mlflow", "wandb" (offline), writing under output_dir
+      (`lightningrl.rl.trackers`); default: the config's `trackers`.
     - probe: k > 0 first rolls out the starting policy k times per train task (k x |train| rollouts)
       and trains on the tasks it solves sometimes (`lightningrl.curation`); `algorithm=[]` probes only.
 
@@ -139,6 +144,8 @@ def fit(
     cfg = config_from(config)
     out = _output_dir(output_dir, config, cfg)
     cfg = dataclasses.replace(cfg, output_dir=out)
+    if trackers is not None:
+        cfg = dataclasses.replace(cfg, trackers=tuple(trackers))
     tag_fields = [cfg.balance_by] if cfg.balance_by else []
     train_tasks = load_tasks(train, what="train", tag_fields=tag_fields)
     if not train_tasks:
@@ -246,6 +253,7 @@ async def _fit(
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
     store = open_store(store_url, tokens.operator if tokens else None, role=Role.ALGORITHM)
     state = StageRun(apo_scoring=scoring(apo))
+    state.trackers = RunTrackers.for_config(cfg) if cfg.trackers else None
 
     def step() -> int:
         return state.current.global_step if state.current is not None else 0
@@ -333,6 +341,8 @@ async def _fit(
             probe=state.probe,
         )
     finally:
+        if state.trackers is not None:
+            state.trackers.close()
         await store.close()
 
 

@@ -1,6 +1,7 @@
 """runner: run an existing agent against a LightningStore (claim, trace, reward, finish), unchanged."""
 
 from runner.agent import FunctionAgent, LitAgent, rollout
+from runner.agl import AglAgent
 from runner.context import AttemptContext, agent_name, current_attempt
 from runner.progress import RunnerSummary
 from runner.resources import AgentResources, ResolvedLLM
@@ -10,6 +11,7 @@ from runner.trace import trace
 
 __all__ = [
     "AgentResources",
+    "AglAgent",
     "AttemptContext",
     "FunctionAgent",
     "LitAgent",

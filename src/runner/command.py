@@ -46,6 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="with --command: set this variable in the agent's environment (repeatable)",
     )
+    parser.add_argument(
+        "--env-map",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="with --command: set NAME to the task's field at PATH (Agent Lightning v1.0's env_map: "
+        "input.question, input.items.0, input for the whole task, other text as is; repeatable)",
+    )
+    parser.add_argument("--cwd", default=None, help="with --command: the agent process's working directory")
     parser.add_argument("--workers", type=int, default=4, help="concurrent rollouts (default 4)")
     parser.add_argument("--proxy-url", help="the LLM proxy root, e.g. http://127.0.0.1:4747/proxy")
     parser.add_argument(
@@ -78,25 +87,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _agent_of(args: argparse.Namespace) -> LitAgent:
     """The --agent spec loaded, or a LocalController for --command."""
     if args.command is None:
-        if args.pass_env or args.env:
+        if args.pass_env or args.env or args.env_map or args.cwd:
             raise SystemExit(
-                "--pass-env and --env apply to --command: an --agent runs in the runner's own process"
+                "--pass-env, --env, --env-map and --cwd apply to --command: an --agent runs in the "
+                "runner's own process"
             )
         return load_agent(args.agent)
     command = shlex.split(args.command)
     if not command:
         raise SystemExit("--command must not be empty")
     store_url = args.store if args.store.startswith(("http://", "https://")) else None
-    env: dict[str, str] = {}
-    for item in args.env:
+    env, env_map = _pairs(args.env, "--env", "NAME=VALUE"), _pairs(args.env_map, "--env-map", "NAME=PATH")
+    try:
+        return LocalController(
+            command, store_url=store_url, env=env, pass_env=args.pass_env, env_map=env_map, cwd=args.cwd
+        )
+    except ValueError as error:
+        raise SystemExit(f"--pass-env/--env/--env-map: {error}") from None
+
+
+def _pairs(items: list[str], flag: str, shape: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
         name, equals, value = item.partition("=")
         if not equals:
-            raise SystemExit(f"--env takes NAME=VALUE, got {item!r}")
-        env[name] = value
-    try:
-        return LocalController(command, store_url=store_url, env=env, pass_env=args.pass_env)
-    except ValueError as error:
-        raise SystemExit(f"--pass-env/--env: {error}") from None
+            raise SystemExit(f"{flag} takes {shape}, got {item!r}")
+        pairs[name] = value
+    return pairs
 
 
 async def _run(args: argparse.Namespace, credentials: RunnerCredentials) -> int:

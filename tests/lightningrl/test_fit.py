@@ -87,9 +87,12 @@ def test_fit_trains_then_resumes(model: Path, tmp_path: Path) -> None:
 
     second = _fit(model, out, steps=1, keep_checkpoints=1)
     assert [r["step"] for r in second.metrics] == [0, 1, 2, 3]  # no second step-0 validation
-    # Resumed from step-0002, then kept only the newest checkpoint: the one the last version serves.
-    assert second.metrics[-1]["update/checkpoints_pruned"] == 2
-    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-0003"]
+    # Resumed from step-0002, then kept only the newest checkpoint (the one the last version serves) and
+    # the best validated one when step 3's update ended (a tie: the newer), i.e. of the first run.
+    validated = [(r["val/success"], r["step"]) for r in first.metrics if r["step"] > 0 and "val/success" in r]
+    kept = sorted({"step-0003", f"step-{max(validated)[1]:04d}"})
+    assert second.metrics[-1]["update/checkpoints_pruned"] == 3 - len(kept)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == kept
     with first.metrics_csv.open(newline="") as fh:
         assert [int(r["step"]) for r in csv.DictReader(fh)] == [0, 1, 2, 3]
     assert second.last_checkpoint == out / "checkpoints" / "step-0003"

@@ -3,6 +3,7 @@ server, a runner process and verl's actor, with the token accounting in the metr
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,13 @@ from backends import LiveServer
 from fit_agents import fruit_agent, subprocess_env
 from playwright.sync_api import expect, sync_playwright
 from safetensors import safe_open
+from tracker_files import mlflow_runs, tensorboard_scalars, wandb_run
 
 from lightningrl import fit
 from lightningrl.models import cached_model
 from lightningrl.processes.supervisor import child_env
+from lightningrl.rl.metrics import MetricsLog
+from lightningrl.rl.trackers import mlflow_name
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 PROMPTS = ["Name a fruit.", "Name a colour.", "Name an animal.", "Name a city."]
@@ -31,7 +35,7 @@ def _tensor(checkpoint: Path, name: str):
         return weights.get_tensor(name)
 
 
-def _one_step(model: Path, out: Path, **trainer: object):
+def _one_step(model: Path, out: Path, trackers: tuple[str, ...] = (), **trainer: object):
     return fit(
         fruit_agent,
         [{"prompt": p} for p in PROMPTS[:2]],
@@ -48,13 +52,14 @@ def _one_step(model: Path, out: Path, **trainer: object):
         runner_processes=1,
         engine="ours",
         output_dir=out,
+        trackers=trackers,
     )
 
 
 @pytest.mark.slow
 def test_one_rl_step_on_the_real_model(smollm2: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    result = _one_step(smollm2, out)
+    result = _one_step(smollm2, out, trackers=("tensorboard", "mlflow", "wandb"))
     row = result.metrics[-1]
     assert row["step"] == 1 and "update/skipped" not in row, row
     assert row["credit/calls_used"] == 8 and row["credit/calls_logprob_mismatch"] == 0
@@ -74,6 +79,22 @@ def test_one_rl_step_on_the_real_model(smollm2: Path, tmp_path: Path) -> None:
     name = "model.layers.0.self_attn.q_proj.weight"
     changed = (_tensor(checkpoint, name) - _tensor(smollm2, name)).abs().max().item()
     assert changed > 0.0
+    # The run in the team's trackers: every number of metrics.csv, per step, and the version it made.
+    written = MetricsLog.resume(result.metrics_csv).rows
+    scalars = tensorboard_scalars(out / "tensorboard")
+    [mlflow] = mlflow_runs(out / "mlflow.db")
+    wandb = wandb_run(out / "wandb")
+    for csv_row in written:
+        step = int(csv_row["step"])
+        for key, value in csv_row.items():
+            if key == "step" or isinstance(value, str) or not math.isfinite(value):
+                continue
+            assert scalars[key][step] == pytest.approx(value, rel=1e-6), key
+            assert mlflow["metrics"][mlflow_name(key)][step] == pytest.approx(value, rel=1e-6), key
+            assert wandb["history"][step][key] == pytest.approx(value, rel=1e-6), key
+    assert wandb["history"][1]["update/version_id"] == result.final_version_id
+    assert mlflow["tags"]["update/version_id"] == result.final_version_id
+    assert mlflow["params"]["trainer.lr"] == "0.0001" and wandb["config"]["rollouts_per_task"] == 4
     # The stored run tells the same story to anyone with the store.
     store = str(out / "store.db")
     done = subprocess.run(

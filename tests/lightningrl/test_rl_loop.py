@@ -71,12 +71,20 @@ async def test_reward_rises_and_versions_chain(warm_model: Path, tmp_path: Path)
     assert len(versions) >= 2
     for parent, child in zip(versions, versions[1:], strict=False):
         assert child.parent_id == parent.version_id  # each candidate names its exact parent
-        assert Path(child.resource.checkpoint).joinpath("config.json").exists()
+    # keep_checkpoints (default 3): the newest three steps' checkpoints stay (the best validated, step
+    # 12's, is one of them), older ones are deleted as training goes.
+    kept = [Path(v.resource.checkpoint).joinpath("config.json").exists() for v in versions[1:]]
+    assert kept == [False] * (len(kept) - 3) + [True] * 3, kept
     assert (await store.get_approved_version("llm")).version_id == root.version_id  # training never approves
     assert (tmp_path / "run" / "metrics.csv").exists() and (tmp_path / "run" / "reward_curve.png").exists()
 
     # One line per step; a learning-health line (rl/health.py) is printed once, when it first shows.
-    lines = [line for line in console_output.getvalue().splitlines() if not line.startswith("health: ")]
+    said = console_output.getvalue().splitlines()
+    assert [line for line in said if line.startswith("checkpoints: ")] == [
+        "checkpoints: keeping the newest 3 step checkpoints and the approved and best validated ones "
+        "(keep_checkpoints; None keeps every step's)"
+    ]
+    lines = [line for line in said if not line.startswith(("health: ", "checkpoints: "))]
     assert len(lines) == len(trained_rows), lines
     for line, row in zip(lines, trained_rows, strict=True):
         match = STEP_LINE.match(line)

@@ -52,8 +52,19 @@ async def test_the_openai_v1_form_is_the_same_proxy(env: Env) -> None:
     response_ids = span.attributes[semconv.LLM_RESPONSE_TOKEN_IDS]
     assert span.attributes[semconv.LLM_PROMPT_TOKEN_IDS] and response_ids
     assert env.reference.decode(response_ids) == reply.choices[0].message.content
+    # As v1.0's gateway: the token ids come back unasked (a token-in/token-out agent reads them).
+    assert reply.choices[0].model_extra["token_ids"] == response_ids
+    assert reply.model_extra["prompt_token_ids"] == span.attributes[semconv.LLM_PROMPT_TOKEN_IDS]
     text = await client.completions.create(model="any", prompt="The big cat", max_tokens=3)
     assert text.choices[0].text is not None and len(await env.spans(claimed)) == 2
+    assert len(text.choices[0].model_extra["token_ids"]) == 3
+    # The proxy's own base URL still answers plain OpenAI: ids only for an agent that asks.
+    plain = openai.AsyncOpenAI(base_url=env.base_url(claimed.rollout_id, claimed.attempt_id, "train"),
+                               api_key=key_of(claimed), max_retries=0)  # fmt: skip
+    own = await plain.chat.completions.create(model="any", messages=QUESTION, max_tokens=2)
+    assert "token_ids" not in (own.choices[0].model_extra or {}) and "prompt_token_ids" not in (
+        own.model_extra or {}
+    )
     assert [m.id for m in (await client.models.list()).data] == [SERVED]
 
     other = await env.attempt()

@@ -221,7 +221,7 @@ def test_fast_call_matching_agrees_with_the_routes() -> None:
     base = "/proxy/rollout/ro%2F1/attempt/at-1/mode/train"
     assert match_call("POST", base + "/v1/chat/completions") == ProxyCall("chat", "ro/1", "at-1", "train")
     assert match_call("POST", base + "/openai/v1/completions") == ProxyCall(
-        "completion", "ro/1", "at-1", "train"
+        "completion", "ro/1", "at-1", "train", agl=True
     )
     # Left to the FastAPI routes (which answer 404/405/422 as before):
     assert match_call("GET", base + "/v1/chat/completions") is None

@@ -142,8 +142,10 @@ def demo_rl_config(args: argparse.Namespace, **fields: Any) -> LightningRLConfig
     """The LightningRLConfig of the shared flags; `fields` set the demo's own (balance_by, agent_names...).
 
     The toy demos keep the recipe their results were measured with (docs/experiments.md), which
-    predates dynamic sampling: no extra rounds, no larger groups unless `--fill-rounds` asks."""
+    predates dynamic sampling: no extra rounds, no larger groups unless `--fill-rounds` asks. They keep
+    every step's checkpoint (a few MB each): `replay_update.py` replays step N from step N-1's."""
     config = LightningRLConfig(
+        keep_checkpoints=None,
         steps=args.steps,
         tasks_per_step=args.tasks_per_step,
         rollouts_per_task=args.n,

@@ -1,4 +1,5 @@
-"""Real checkpoints: importing a GGUF file as a Hugging Face directory, and checking any directory."""
+"""Real checkpoints: importing a GGUF file as a Hugging Face directory, checking any directory, and
+exporting a trained version as one."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 from pathlib import Path
 
 from lightningrl.models.check import CheckpointError, CheckpointReport, check_checkpoint
+from lightningrl.models.export import EXPORT_MANIFEST, export_checkpoint, export_version
 from lightningrl.models.gguf_import import (
     KNOWN_SOURCES,
     ImportRecord,
@@ -15,6 +17,7 @@ from lightningrl.models.gguf_import import (
 )
 
 __all__ = [
+    "EXPORT_MANIFEST",
     "KNOWN_SOURCES",
     "CheckpointError",
     "CheckpointReport",
@@ -22,6 +25,8 @@ __all__ = [
     "ModelImportError",
     "cached_model",
     "check_checkpoint",
+    "export_checkpoint",
+    "export_version",
     "import_model",
     "import_record",
     "model_cache_dir",

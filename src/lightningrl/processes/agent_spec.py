@@ -11,29 +11,39 @@ from pathlib import Path
 from typing import Any
 
 from runner import FunctionAgent, LitAgent
+from runner.agl import AglAgent
 
 _NAME_SPEC = re.compile(r"^[^\s:]+:[A-Za-z_][\w.]*$")
 
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """Exactly one of `name` (`module:attr` or `script.py:attr`) and `command` (argv)."""
+    """Exactly one of `name` (`module:attr` or `script.py:attr`) and `command` (argv); a command may take
+    its task fields through `env_map` (Agent Lightning v1.0's) and run in `cwd`."""
 
     name: str | None = None
     command: tuple[str, ...] | None = None
+    env_map: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
 
     def runner_args(self) -> list[str]:
         """The `lightningrl runner` arguments naming this agent."""
         if self.name is not None:
             return ["--agent", self.name]
-        return ["--command", shlex.join(self.command or ())]
+        args = ["--command", shlex.join(self.command or ())]
+        for name, path in self.env_map:
+            args += ["--env-map", f"{name}={path}"]
+        if self.cwd is not None:
+            args += ["--cwd", self.cwd]
+        return args
 
 
 def agent_spec(agent: Any) -> AgentSpec:
     """How a runner process can load `agent`.
 
     A str that looks like `module:attr` / `path.py:attr` is that name; any other str is a command
-    line (split like a shell); a list is a command line. A `@rollout` function, a plain function, a
+    line (split like a shell); a list is a command line; an `AglAgent` is Agent Lightning v1.0's class or
+    command with its env_map, run from its cwd (default: this process's). A `@rollout` function, a plain function, a
     LitAgent class or a module-level LitAgent instance resolve to where they are defined (a script
     run as `__main__` by its file path). Anything else (a lambda, a closure) is an error saying so.
     """
@@ -48,6 +58,12 @@ def agent_spec(agent: Any) -> AgentSpec:
         if not agent or not all(isinstance(part, str) for part in agent):
             raise ValueError(f"agent: a command line must be a non-empty list of strings, got {agent!r}")
         return AgentSpec(command=tuple(agent))
+    if isinstance(agent, AglAgent):
+        return AgentSpec(
+            command=tuple(agent.argv()),
+            env_map=tuple(agent.env_map.items()),
+            cwd=str(Path(agent.cwd).resolve()) if agent.cwd else str(Path.cwd()),
+        )
     if isinstance(agent, FunctionAgent):
         return AgentSpec(name=_importable(agent.func, (agent, agent.func), what="@rollout function"))
     if isinstance(agent, type) and issubclass(agent, LitAgent):

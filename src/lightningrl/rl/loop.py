@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -37,8 +38,16 @@ from lightningrl.rl.metrics import MetricsLog, dropped_sequences_row, outcome_me
 from lightningrl.rl.policy_servers import PolicyServers
 from lightningrl.rl.progress import StepProgress, step_info
 from lightningrl.rl.regression_guard import RegressionGuard, Validated
-from lightningrl.rl.step_checkpoints import checkpoints_dir, prune_step_checkpoints, step_checkpoint
+from lightningrl.rl.step_checkpoints import (
+    check_disk_for_checkpoint,
+    checkpoints_dir,
+    directory_bytes,
+    protected_checkpoints,
+    prune_step_checkpoints,
+    step_checkpoint,
+)
 from lightningrl.rl.task_draw import TaskDraw
+from lightningrl.rl.trackers import RunTrackers
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import (
     LLM,
@@ -128,6 +137,12 @@ class LightningRL(Algorithm):
         """Steps taken by this object across `run` and `run_continuous` (names checkpoints and CSV rows)."""
         self.row_extras: list[Callable[[], dict[str, Any]]] = []
         """Called as each `run` step's row is logged; their columns join it (fit's `faults/` counts)."""
+        self.trackers: RunTrackers | None = None
+        """The experiment trackers every metrics row goes to: fit opens them for all its stages; else
+        `run` opens `config.trackers` itself and closes them when it ends."""
+        self._own_trackers = False
+        self._checkpoint_bytes: int | None = None
+        """The size of the last checkpoint (the start model's before the first): the disk check's need."""
         tolerance = self.config.rollback_on_regression
         if tolerance is not None and trainer is not None:
             raise ValueError("rollback_on_regression rebuilds the trainer from a checkpoint: give no trainer")
@@ -147,6 +162,9 @@ class LightningRL(Algorithm):
 
     async def start(self) -> LLM:
         """Set up once (the start version, its resource set, the training plan, the trainer); the LLM."""
+        if self.trackers is None and self.config.trackers:
+            self.trackers, self._own_trackers = RunTrackers.for_config(self.config), True
+        self.metrics.trackers = self.trackers
         if self.version is not None:
             return self._current_llm()
         version = await self.store.get_latest_version(self.config.resource_name)
@@ -160,6 +178,14 @@ class LightningRL(Algorithm):
                 f"resource {self.config.resource_name!r} must be an LLM with a checkpoint to train"
             )
         self.version = version
+        if self.config.keep_checkpoints is not None and self.config.show_progress:
+            self.console.print(
+                f"checkpoints: keeping the newest {self.config.keep_checkpoints} step checkpoints and the "
+                "approved and best validated ones (keep_checkpoints; None keeps every step's)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         self.servers = PolicyServers(
             self.store, llm, engine=self.config.engine, reload=self.config.reload_servers
         )
@@ -248,6 +274,7 @@ class LightningRL(Algorithm):
                     if await self._end_step(row, t0, progress):
                         break
         finally:
+            self.close_own_trackers()
             if pending is not None:
                 pending.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -398,9 +425,15 @@ class LightningRL(Algorithm):
         row.update(
             {f"tokens/{k}" if k.startswith("mismatch_") else f"actor/{k}": v for k, v in stats.items()}
         )
+        if self._checkpoint_bytes is None:
+            self._checkpoint_bytes = directory_bytes(Path(llm.checkpoint or ""))
+        check_disk_for_checkpoint(
+            self.config.output_dir, self._checkpoint_bytes, self.config.keep_checkpoints
+        )
         checkpoint = await asyncio.to_thread(
             self.trainer.save_checkpoint, step_checkpoint(self.config.output_dir, step)
         )
+        self._checkpoint_bytes = directory_bytes(Path(checkpoint))
         row["update/train_seconds"] = time.perf_counter() - t0
         summary = {k: v for k, v in row.items() if isinstance(v, int | float)}
         version, resource_set = await self.publish(
@@ -424,7 +457,11 @@ class LightningRL(Algorithm):
             row.update(await self._sync_servers())
         if self.config.keep_checkpoints is not None:
             pruned = prune_step_checkpoints(
-                checkpoints_dir(self.config.output_dir), self.config.keep_checkpoints
+                checkpoints_dir(self.config.output_dir),
+                self.config.keep_checkpoints,
+                protect=await protected_checkpoints(
+                    self.store, self.config.resource_name, self.metrics.rows, self.config.output_dir
+                ),
             )
             row["update/checkpoints_pruned"] = len(pruned)
         row["update/version_id"] = version.version_id
@@ -516,14 +553,23 @@ class LightningRL(Algorithm):
         each published version records its data cutoff and what was skipped."""
         if self._continuous is None:
             self._continuous = ContinuousTraining(self)
-        return await self._continuous.run(
-            max_steps=max_steps,
-            min_rollouts=min_rollouts,
-            poll_interval=poll_interval,
-            idle_timeout=idle_timeout,
-        )
+        try:
+            return await self._continuous.run(
+                max_steps=max_steps,
+                min_rollouts=min_rollouts,
+                poll_interval=poll_interval,
+                idle_timeout=idle_timeout,
+            )
+        finally:
+            self.close_own_trackers()
 
     # ---- helpers ---------------------------------------------------------------------------------
+
+    def close_own_trackers(self) -> None:
+        """Close the trackers `start` opened (fit closes the ones it opened)."""
+        if self._own_trackers and self.trackers is not None:
+            self.trackers.close()
+            self.trackers, self._own_trackers = None, False
 
     async def check_stop(self, row: dict[str, Any]) -> None:
         """Ask the stop check; a reason goes into the step's row and `stopped_reason`."""

@@ -7,24 +7,31 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from algorithm import RolloutOutcome
 from lightningrl.credit import TrainingSequence
+
+if TYPE_CHECKING:
+    from lightningrl.rl.trackers import RunTrackers
 
 logger = logging.getLogger(__name__)
 
 
 class MetricsLog:
-    """Rows of metrics (one per step); every row is also appended to `csv_path` at once."""
+    """Rows of metrics (one per step); every row is also appended to `csv_path` at once, and handed to
+    the run's experiment trackers when it has any."""
 
     def __init__(self, csv_path: str | Path | None = None) -> None:
         self.rows: list[dict[str, Any]] = []
         self.csv_path = Path(csv_path) if csv_path else None
         self._columns: list[str] = []
+        self.trackers: RunTrackers | None = None
 
     def log(self, row: dict[str, Any]) -> None:
         self.rows.append(dict(row))
+        if self.trackers is not None:
+            self.trackers.log(row)
         if self.csv_path is None:
             return
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)

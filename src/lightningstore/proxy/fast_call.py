@@ -26,6 +26,8 @@ class ProxyCall(NamedTuple):
     rollout_id: str
     attempt_id: str
     mode: str
+    agl: bool = False
+    """Called at Agent Lightning v1.0's `/openai/v1` base URL (the reply always carries token ids)."""
 
 
 def match_call(method: str, path: str) -> ProxyCall | None:
@@ -41,5 +43,6 @@ def match_call(method: str, path: str) -> ProxyCall | None:
     rest = "/" + parts[5]
     for suffix in _SUFFIXES:
         if rest.startswith(suffix) and (kind := _KINDS.get(rest[len(suffix) :])) is not None:
-            return ProxyCall(kind, unquote(parts[0]), unquote(parts[2]), parts[4])
+            agl = suffix == semconv.AGL_OPENAI_SUFFIX
+            return ProxyCall(kind, unquote(parts[0]), unquote(parts[2]), parts[4], agl)
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import anyio
@@ -68,9 +69,19 @@ class Gateway:
         self.pause_switch = PauseSwitch()
 
     async def call(
-        self, request: Request, kind: Kind, caller: Caller, rollout_id: str, attempt_id: str, mode: str
+        self,
+        request: Request,
+        kind: Kind,
+        caller: Caller,
+        rollout_id: str,
+        attempt_id: str,
+        mode: str,
+        *,
+        token_ids: bool = False,
     ) -> Response:
-        """Forward one call and store its span; refusals answer 4xx/503 with a reason."""
+        """Forward one call and store its span; refusals answer 4xx/503 with a reason. `token_ids`: the
+        reply keeps the token ids even when the agent did not ask (Agent Lightning v1.0's gateway
+        always asks its model server for them and passes them on)."""
         context = CallContext(
             rollout_id=rollout_id,
             attempt_id=attempt_id,
@@ -94,6 +105,8 @@ class Gateway:
                 ask_tokens=bound.llm.provider == "openai",
                 rollout_id=rollout_id,
             )
+            if token_ids:
+                call = dataclasses.replace(call, wants_token_ids=True)
             # Checked before anything goes upstream: an ended or unknown attempt's prompt is never sent.
             await check_attempt(self.store, rollout_id, attempt_id)
             await self.pause_switch.enter(self.config.pause_wait_s)

@@ -34,25 +34,41 @@ GatewayDep = Annotated[Gateway, Depends(current_gateway)]
 
 
 async def _call(
-    request: Request, kind: Kind, rollout_id: str, attempt_id: str, mode: RolloutMode
+    request: Request, kind: Kind, rollout_id: str, attempt_id: str, mode: RolloutMode, *, agl: bool = False
 ) -> Response:
     # The hot routes resolve gateway and caller inline: FastAPI's dependency solving costs more.
     gateway: Gateway = request.app.state.proxy
-    return await gateway.call(request, kind, current_caller(request), rollout_id, attempt_id, mode.value)
+    return await gateway.call(
+        request, kind, current_caller(request), rollout_id, attempt_id, mode.value, token_ids=agl
+    )
 
 
 @router.post(CALL + "/chat/completions", response_model=None)
-@router.post(AGL_CALL + "/chat/completions", response_model=None)
 async def chat_completions(request: Request, rollout_id: str, attempt_id: str, mode: RolloutMode) -> Response:
     """OpenAI chat completions for one attempt, recorded as one LLM span with exact token ids."""
     return await _call(request, "chat", rollout_id, attempt_id, mode)
 
 
 @router.post(CALL + "/completions", response_model=None)
-@router.post(AGL_CALL + "/completions", response_model=None)
 async def completions(request: Request, rollout_id: str, attempt_id: str, mode: RolloutMode) -> Response:
     """OpenAI text completions for one attempt, recorded as one LLM span with exact token ids."""
     return await _call(request, "completion", rollout_id, attempt_id, mode)
+
+
+@router.post(AGL_CALL + "/chat/completions", response_model=None)
+async def agl_chat_completions(
+    request: Request, rollout_id: str, attempt_id: str, mode: RolloutMode
+) -> Response:
+    """Chat completions at Agent Lightning v1.0's base URL: as v1.0's gateway, the reply always carries
+    the token ids (`prompt_token_ids`, `choices[].token_ids`), asked for or not."""
+    return await _call(request, "chat", rollout_id, attempt_id, mode, agl=True)
+
+
+@router.post(AGL_CALL + "/completions", response_model=None)
+async def agl_completions(request: Request, rollout_id: str, attempt_id: str, mode: RolloutMode) -> Response:
+    """Text completions at Agent Lightning v1.0's base URL, token ids always in the reply (a
+    token-in/token-out agent reads `choices[0].token_ids`)."""
+    return await _call(request, "completion", rollout_id, attempt_id, mode, agl=True)
 
 
 @router.get(CALL + "/models", response_model=None)

@@ -215,7 +215,7 @@ class FastPathMiddleware:
         try:
             caller = current_caller(request)
             response = await gateway.call(
-                request, call.kind, caller, call.rollout_id, call.attempt_id, call.mode
+                request, call.kind, caller, call.rollout_id, call.attempt_id, call.mode, token_ids=call.agl
             )
         except Exception as exc:  # noqa: BLE001 - every error gets the app's own answer
             response = answer_error(request, exc)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.agent import LitAgent
+from runner.agl import env_from_map
 from runner.controllers.environment import check_user_environment, local_environment
 from runner.resources import AgentResources
 
@@ -35,8 +36,9 @@ class LocalController(LitAgent):
     = failed with the output's tail. Cancelled (timeout, stop) = SIGTERM, then SIGKILL after `kill_grace`.
 
     The process's environment is allow-listed, never the runner's own: the attempt's variables, the safe
-    base (`environment.SAFE_BASE`), the runner's values of the `pass_env` names, and `env`. Naming the
-    runner's token, a role token or the agent-key secret in either is a ValueError.
+    base (`environment.SAFE_BASE`), the runner's values of the `pass_env` names, `env`, and the task's
+    fields an `env_map` names (Agent Lightning v1.0's: `{"QUESTION": "input.question"}`, `runner.agl`).
+    Naming the runner's token, a role token or the agent-key secret in any of them is a ValueError.
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class LocalController(LitAgent):
         store_url: str | None = None,
         env: Mapping[str, str] | None = None,
         pass_env: Collection[str] = (),
+        env_map: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         kill_grace: float = 2.0,
         name: str | None = None,
@@ -58,7 +61,8 @@ class LocalController(LitAgent):
         self.store_url = store_url
         self.env = dict(env or {})
         self.pass_env = tuple(pass_env)
-        check_user_environment(self.env, self.pass_env)
+        self.env_map = dict(env_map or {})
+        check_user_environment({**self.env, **self.env_map}, self.pass_env)
         self.cwd = cwd
         self.kill_grace = kill_grace
         self.name = name
@@ -68,7 +72,7 @@ class LocalController(LitAgent):
             resources,
             task,
             store_url=self.store_url,
-            env=self.env,
+            env={**self.env, **env_from_map(task, self.env_map)},
             pass_env=self.pass_env,
             source=os.environ,
         )

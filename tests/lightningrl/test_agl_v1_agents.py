@@ -1,0 +1,130 @@
+"""Agent Lightning v1.0's own example agents, byte-identical, train through `fit`: its class-style
+agents (`module:Class`, `run()` awaited), fed their task through its `env_map`, the chat one and the
+token-in/token-out completions one (which reads `choices[0].token_ids`, as v1.0's gateway returns them)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from lightningrl import AglAgent, fit
+from lightningrl.demos.tinylm import build_tiny_model
+from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
+from runner.agl import env_from_map
+
+AGL_V1 = Path(__file__).resolve().parent / "agl_v1"
+GSM8K = AGL_V1 / "gsm8k"
+# v1.0.0's examples/gsm8k/gsm8k_agent.py: its git blob id and sha256 (agl_v1/README.md).
+GSM8K_BLOB = "eb585c2664fcde1ec3c1311689359b3dc3b393d8"
+GSM8K_SHA256 = "b39de123f0eb0b96f217a5eef0289aba9b03fa9abe5a12976b52adc847229c18"
+QUESTIONS = [("What is 1 plus 2?", "3"), ("What is 2 plus 2?", "4"), ("What is 5 minus 2?", "3")]
+ENV_MAP = {"QUESTION": "input.question", "ANSWER": "input.answer"}
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_the_vendored_agents_are_byte_identical_to_v1() -> None:
+    data = (GSM8K / "gsm8k_agent.py").read_bytes()
+    assert git_blob_id(data) == GSM8K_BLOB and hashlib.sha256(data).hexdigest() == GSM8K_SHA256
+
+
+def test_env_map_follows_v1() -> None:
+    task = {"question": "q?", "answer": 3, "items": ["a", {"b": None}], "nested": {"k": [1, 2]}}
+    env = env_from_map(
+        task,
+        {
+            "Q": "input.question",
+            "A": "input.answer",
+            "B": "input.items.1.b",
+            "K": "input.nested.k",
+            "ALL": "input",
+            "LITERAL": "/models/x",
+        },
+    )
+    assert env == {
+        "Q": "q?",
+        "A": "3",
+        "B": "null",
+        "K": "[1, 2]",
+        "ALL": '{"question": "q?", "answer": 3, "items": ["a", {"b": null}], "nested": {"k": [1, 2]}}',
+        "LITERAL": "/models/x",
+    }
+    with pytest.raises(ValueError, match=r"env_map path 'input.missing' is not in the task's input"):
+        env_from_map(task, {"X": "input.missing"})
+    with pytest.raises(ValueError, match="exactly one of agent_class"):
+        AglAgent()
+    with pytest.raises(ValueError, match="module:Class"):
+        AglAgent(agent_class="NoModule")
+
+
+@pytest.fixture(scope="module")
+def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model warmed up to answer v1.0's gsm8k prompt with `### ANSWER: 3 ###` or `4` at random."""
+    sys.path.insert(0, str(GSM8K))
+    try:
+        from gsm8k_agent import build_prompt
+    finally:
+        sys.path.remove(str(GSM8K))
+    root = tmp_path_factory.mktemp("agl-gsm8k")
+    prompts = [build_prompt(q) for q, _ in QUESTIONS]
+    answers = ["### ANSWER: 3 ###", "### ANSWER: 4 ###"]
+    base = build_tiny_model(
+        root / "base",
+        seed=0,
+        extra_text=prompts + answers,
+        hidden_size=32,
+        num_heads=2,
+        max_position_embeddings=2048,
+    )
+    rng = random.Random(0)
+    demos = [([{"role": "user", "content": p}], rng.choice(answers)) for p in prompts for _ in range(16)]
+    warm, _ = supervised_warmup(
+        base, demos, root / "warm", WarmupConfig(steps=80, batch_size=16, lr=1e-2), show_progress=False
+    )
+    return warm
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent_class", ["ChatAgent", "CompletionAgent"])
+def test_v1_gsm8k_agents_train_through_fit_unchanged(
+    warm_model: Path, tmp_path: Path, agent_class: str
+) -> None:
+    # v1.0's completion agent tokenizes with the model named by GSM8K_MODEL: a literal in env_map.
+    env_map = {**ENV_MAP, "GSM8K_MODEL": str(warm_model)} if agent_class == "CompletionAgent" else ENV_MAP
+    agent = AglAgent(agent_class=f"gsm8k_agent:{agent_class}", env_map=env_map, cwd=str(GSM8K))
+    rows = [{"question": q, "answer": f"#### {a}"} for q, a in QUESTIONS]
+    result = fit(
+        agent,
+        rows,
+        model=warm_model,
+        config={
+            "steps": 2,
+            "tasks_per_step": 3,
+            "rollouts_per_task": 4,
+            "val_every": 0,
+            "max_fill_rounds": 0,
+            "show_progress": False,
+            "trainer": {"lr": 1e-3},
+        },
+        workers=4,
+        runner_processes=1,
+        output_dir=tmp_path / "run",
+    )
+    rows_logged = [r for r in result.metrics if r["step"] > 0]
+    assert len(rows_logged) == 2
+    for row in rows_logged:
+        # Every rollout ran, called the model through the proxy with exact token ids and posted its reward.
+        assert row["train/rollouts"] == 12 and row.get("train/failed", 0) == 0, row
+        assert row["credit/calls_used"] == 12 and row["credit/rewards_used"] == 12, row
+    rewards = [r["train/reward_mean"] for r in rows_logged]
+    if agent_class == "ChatAgent":
+        # The warm model answers 3 or 4 at random: groups disagree, so the policy was updated.
+        assert any("update/version_id" in r and "update/skipped" not in r for r in rows_logged), rows_logged
+        assert all(0.0 < reward < 1.0 for reward in rewards), rewards
+    assert result.last_checkpoint is not None
