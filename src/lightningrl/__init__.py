@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lightningrl.config import LightningRLConfig
+    from lightningrl.evaluating import evaluate
+    from lightningrl.evaluation import EvalReport
     from lightningrl.fitting import FitInterrupted, fit
     from lightningrl.models import cached_model, check_checkpoint, export_checkpoint, import_model
     from lightningrl.result import TrainResult
@@ -25,16 +27,20 @@ _EXPORTS = {
     "cached_model": "lightningrl.models",
     "export_checkpoint": "lightningrl.models",
     "AglAgent": "runner",
+    "evaluate": "lightningrl.evaluating",
+    "EvalReport": "lightningrl.evaluation",
 }
 
 __all__ = [
     "AglAgent",
+    "EvalReport",
     "FitInterrupted",
     "LightningRLConfig",
     "TrainResult",
     "cached_model",
     "check_checkpoint",
     "emit_reward",
+    "evaluate",
     "export_checkpoint",
     "fit",
     "import_model",

@@ -50,6 +50,12 @@ def load_tasks(rows: Rows, *, what: str = "train", tag_fields: Sequence[str] = (
     if isinstance(rows, str | Path):
         values: Iterable[Any] = read_jsonl(rows, what=what)
     elif isinstance(rows, Mapping):
+        splits = [name for name, value in rows.items() if hasattr(value, "column_names")]
+        if splits and len(splits) == len(rows):  # a Hugging Face DatasetDict: one split is the rows
+            raise TypeError(
+                f"{what} is a Hugging Face DatasetDict with splits {splits}: pass one split, e.g. "
+                f"dataset[{splits[0]!r}] (or load_dataset(..., split={splits[0]!r}))"
+            )
         raise TypeError(f"{what} must be a list of dicts, a JSONL path or an iterable of dicts, got one dict")
     elif isinstance(rows, Iterable):
         values = rows

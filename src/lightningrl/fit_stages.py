@@ -24,6 +24,7 @@ from lightningrl.algorithms.sft import SFT
 from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import dataclass_from_dict, replaced_from_dict
 from lightningrl.curation import Curation, probe
+from lightningrl.evaluation import EvalReport, eval_stage
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.metrics import MetricsLog
 from lightningrl.rl.trackers import RunTrackers
@@ -38,13 +39,15 @@ PROMPT_NAME = "prompt"
 `resources.prompts["prompt"]`)."""
 
 
-def algorithm_sequence(value: str | Sequence[str], *, probe: int = 0) -> tuple[str, ...]:
+def algorithm_sequence(value: str | Sequence[str], *, probe: int = 0, evaluate: int = 0) -> tuple[str, ...]:
     """`value` as the names of the stages to run, or a ValueError naming the bad one. With `probe`
-    (k rollouts per train task first, see `probe_stage`) no stage at all is allowed: probe only."""
-    if isinstance(probe, bool) or not isinstance(probe, int) or probe < 0:
-        raise ValueError(f"probe must be an integer >= 0 (0: no probe), got {probe!r}")
+    (k rollouts per train task first, see `probe_stage`) or `evaluate` (k rollouts per row in the
+    validation mode, `lightningrl.evaluation`) no stage at all is allowed: probe or evaluate only."""
+    for name, k in (("probe", probe), ("evaluate", evaluate)):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"{name} must be an integer >= 0 (0: none), got {k!r}")
     names = (value,) if isinstance(value, str) else tuple(value)
-    if not names and not probe:
+    if not names and not probe and not evaluate:
         raise ValueError(f"algorithm must name at least one of {', '.join(ALGORITHMS)}, got []")
     for name in names:
         if name not in ALGORITHMS:
@@ -136,6 +139,8 @@ class StageRun:
     """fit's `apo` keys `score_on` and `score_tasks` (see `scoring`)."""
     probe: Curation | None = None
     """The pass-rate probe's curation (`probe_stage`), when fit ran one."""
+    evaluation: EvalReport | None = None
+    """The evaluation's report (`lightningrl.evaluation.eval_stage`), when fit ran one."""
     trackers: RunTrackers | None = None
     """The run's experiment trackers (fit opens them once; every stage's rows go to them)."""
 
@@ -155,9 +160,19 @@ async def run_stages(
     state: StageRun,
     watched: Callable[[Awaitable[Any]], Awaitable[Any]],
     probe: int = 0,
+    evaluate: int = 0,
 ) -> StageRun:
     """Run the stages in order; `watched` runs each one while fit's supervisor watches its children.
-    With `probe`, the starting policy's pass rates come first and the stages train on the tasks kept."""
+    With `evaluate`, the model is first evaluated on the train rows (k rollouts each, the validation
+    mode). With `probe`, the starting policy's pass rates come next and the stages train on the tasks
+    kept."""
+    if evaluate:
+        state.evaluation = await eval_stage(
+            store, train_tasks, evaluate, resource_name=base.resource_name, prompt_name=PROMPT_NAME,
+            mode=base.val_mode, success_threshold=base.success_threshold,
+            timeout=base.step_timeout * max(1, math.ceil(evaluate * len(train_tasks) / 64)),
+            output_dir=base.output_dir, rollout_config=rollout_config, console=console, watched=watched,
+        )  # fmt: skip
     if probe:
         state.probe = await probe_stage(
             store, train_tasks, probe, base, rollout_config=rollout_config, console=console, watched=watched

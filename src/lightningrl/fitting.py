@@ -102,6 +102,7 @@ def fit(
     apo: APOConfig | Mapping[str, Any] | None = None,
     probe: int = 0,
     trackers: Sequence[str] | None = None,
+    evaluate: int = 0,
 ) -> TrainResult:
     """Train `agent` on `train` (held-out `val`) starting from the checkpoint `model`.
 
@@ -130,6 +131,9 @@ def fit(
     - trackers: experiment trackers that get every metrics row, the config and the version ids too:
       any of "tensorboard", "mlflow", "wandb" (offline), writing under output_dir
       (`lightningrl.rl.trackers`); default: the config's `trackers`.
+    - evaluate: k > 0 first rolls out the model k times per `train` row in the validation mode and
+      reports success per slice with 95% intervals and pass@k (`result.evaluation`, `eval.json`);
+      `algorithm=[]` evaluates only (`lightningrl.evaluate`, `lightningrl eval`).
     - probe: k > 0 first rolls out the starting policy k times per train task (k x |train| rollouts)
       and trains on the tasks it solves sometimes (`lightningrl.curation`); `algorithm=[]` probes only.
 
@@ -151,7 +155,7 @@ def fit(
     if not train_tasks:
         raise ValueError("train has no rows: give at least one task")
     val_tasks = load_tasks(val, what="val", tag_fields=tag_fields) if val is not None else []
-    stages = algorithm_sequence(algorithm, probe=probe)
+    stages = algorithm_sequence(algorithm, probe=probe, evaluate=evaluate)
     configs = stage_configs(stages, cfg, sft)
     if "apo" in stages and (prompt is None or not val_tasks):
         raise ValueError(
@@ -205,6 +209,7 @@ def fit(
                     prompt=prompt,
                     apo=apo,
                     probe=probe,
+                    evaluate=evaluate,
                 )
             )
     except KeyboardInterrupt:
@@ -246,6 +251,7 @@ async def _fit(
     prompt: str | None = None,
     apo: APOConfig | Mapping[str, Any] | None = None,
     probe: int = 0,
+    evaluate: int = 0,
 ) -> TrainResult:
     own_server = not target.startswith(("http://", "https://"))
     tokens = RunTokens.for_run(os.environ) if own_server else None
@@ -313,6 +319,7 @@ async def _fit(
             state=state,
             watched=lambda work: _watched(work, supervisor, recovery),
             probe=probe,
+            evaluate=evaluate,
         )
         metrics = state.metrics or MetricsLog.resume(cfg.output_dir / "metrics.csv")
         latest = await store.get_latest_version(cfg.resource_name)
@@ -339,6 +346,7 @@ async def _fit(
             prompt_version_id=prompt_version.version_id if prompt_version else None,
             apo=state.apo,
             probe=state.probe,
+            evaluation=state.evaluation,
         )
     finally:
         if state.trackers is not None:

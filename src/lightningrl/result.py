@@ -35,6 +35,8 @@ class TrainResult:
     """APO's result (`lightningrl.algorithms.apo.APOResult`: start, candidates, best, notes) when it ran."""
     probe: Any = None
     """The pass-rate probe's `lightningrl.curation.Curation` (pass counts, kept tasks) when `probe` ran."""
+    evaluation: Any = None
+    """The `EvalReport` of `fit(evaluate=k)` / `lightningrl.evaluate`, else None."""
 
     @property
     def steps(self) -> int:

@@ -37,6 +37,18 @@ async def fruit_agent(task: dict, resources) -> float:
     return min(1.0, len(reply.choices[0].message.content or "") / 200)
 
 
+@rollout
+async def scripted_agent(task: dict, resources) -> float:
+    """One model call (so the rollout has its span), then the reward the row names: success that does
+    not hang on a tiny model's sampled words, for checking the counting around it."""
+    llm = resources.llm
+    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
+        await client.chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": task["prompt"]}], max_tokens=2
+        )
+    return float(task["reward"])
+
+
 # An in-process trainer in this test process sets these; a child trainer must pick its own port.
 _TORCH_DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 

@@ -5,11 +5,13 @@ token-in/token-out completions one (which reads `choices[0].token_ids`, as v1.0'
 from __future__ import annotations
 
 import hashlib
+import io
 import random
 import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from lightningrl import AglAgent, fit
 from lightningrl.demos.tinylm import build_tiny_model
@@ -128,3 +130,33 @@ def test_v1_gsm8k_agents_train_through_fit_unchanged(
         assert any("update/version_id" in r and "update/skipped" not in r for r in rows_logged), rows_logged
         assert all(0.0 < reward < 1.0 for reward in rewards), rewards
     assert result.last_checkpoint is not None
+
+
+@pytest.mark.slow
+def test_an_agent_that_calls_no_model_and_posts_no_reward_is_named(warm_model: Path, tmp_path: Path) -> None:
+    """A v1.0 command that exits 0 without a model call or a reward: its rollouts "succeed", but the run
+    says at once that they train nothing, and counts them."""
+    output = io.StringIO()
+    result = fit(
+        AglAgent(command=[sys.executable, "-c", "pass"]),
+        [{"question": q} for q, _ in QUESTIONS],
+        model=warm_model,
+        config={
+            "steps": 1,
+            "tasks_per_step": 3,
+            "rollouts_per_task": 2,
+            "val_every": 0,
+            "max_fill_rounds": 0,
+        },
+        workers=2,
+        runner_processes=1,
+        output_dir=tmp_path / "run",
+        console=Console(file=output, width=400),
+    )
+    (row,) = [r for r in result.metrics if r["step"] > 0]
+    assert row["credit/rollouts"] == 6, row
+    assert row["credit/rollouts_without_model_call"] == 6 and row["credit/rollouts_without_reward"] == 6
+    assert row["update/skipped"] and "update/version_id" not in row
+    said = output.getvalue()
+    assert said.count("6 of 6 rollouts made no model call through the proxy: nothing to train on") == 1, said
+    assert said.count("6 of 6 rollouts posted no reward") == 1, said

@@ -358,6 +358,21 @@ def test_missing_episode_reward_is_counted_and_values_are_zero() -> None:
     assert result.report.rollouts_without_episode_reward == 1
 
 
+def test_a_rollout_without_a_model_call_or_a_reward_is_counted() -> None:
+    # No span at all (an agent that never called its base URL): nothing to train, counted.
+    silent = assign_credit([], []).report
+    assert (silent.rollouts, silent.rollouts_without_model_call, silent.rollouts_without_reward) == (1, 1, 1)
+    rewarded = assign_credit([], [reward(1.0)]).report
+    assert (rewarded.rollouts_without_model_call, rewarded.rollouts_without_reward) == (1, 0)
+    assert rewarded.rollouts_without_episode_reward == 0
+    # Only a tool span: no model call either.
+    assert assign_credit([tool_span("tool-1")], [reward(0.0)]).report.rollouts_without_model_call == 1
+    # A call judged by a step reward has a reward, though no episode reward.
+    judged = assign_credit([llm_span("c0", [1], [10])], [reward(1.0, step=0)]).report
+    assert (judged.rollouts_without_episode_reward, judged.rollouts_without_reward) == (1, 0)
+    assert assign_credit([llm_span("c0", [1], [10])], []).report.rollouts_without_reward == 1
+
+
 def test_inputs_from_several_attempts_or_rollouts_are_rejected() -> None:
     with pytest.raises(ValueError, match="attempt_id"):
         assign_credit([llm_span("c0", [1], [10]), llm_span("c1", [1], [10], attempt="a2")], [])

@@ -58,3 +58,23 @@ def test_bad_rows_are_named(tmp_path: Path) -> None:
         load_tasks(bad)
     with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         load_tasks(tmp_path / "missing.jsonl")
+
+
+def test_a_hugging_face_split_from_local_json_or_parquet_is_rows(tmp_path: Path) -> None:
+    import datasets
+
+    rows = [{"question": "1+2?", "answer": 3, "op": "plus"}, {"question": "5-2?", "answer": 3, "op": "minus"}]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    from_json = datasets.load_dataset("json", data_files=str(tmp_path / "rows.jsonl"), split="train")
+    from_json.to_parquet(str(tmp_path / "rows.parquet"))
+    from_parquet = datasets.load_dataset("parquet", data_files=str(tmp_path / "rows.parquet"), split="train")
+    expected = load_tasks(rows, tag_fields=["op"])
+    for split in (from_json, from_parquet):
+        tasks = load_tasks(split, tag_fields=["op"])
+        assert [(t.task_id, t.input, t.tags) for t in tasks] == [
+            (t.task_id, t.input, t.tags) for t in expected
+        ]
+    # The whole DatasetDict is refused with the split to pass.
+    whole = datasets.load_dataset("json", data_files={"train": str(tmp_path / "rows.jsonl")})
+    with pytest.raises(TypeError, match=r"DatasetDict with splits \['train'\]: pass one split"):
+        load_tasks(whole, what="train")

@@ -7,6 +7,7 @@ from typing import Any
 
 from algorithm import RolloutOutcome, Task
 from lightningrl.rl.health import (
+    agent_contract,
     decision_collapse,
     entropy_collapse,
     held_out_fell,
@@ -28,6 +29,33 @@ def steps(*rows: Row, start: int = 1) -> list[Row]:
 
 def texts(lines: list[Any]) -> list[str]:
     return [line.text for line in lines]
+
+
+# ---- the agent's contract ---------------------------------------------------------------------------------
+
+
+def test_rollouts_without_a_model_call_or_a_reward_are_named() -> None:
+    row = {
+        "credit/rollouts": 16,
+        "credit/rollouts_without_model_call": 16,
+        "credit/rollouts_without_reward": 16,
+    }
+    assert texts(agent_contract(steps(row))) == [
+        "16 of 16 rollouts made no model call through the proxy: nothing to train on (does the agent call "
+        "the model at $OPENAI_BASE_URL / $AGL_OPENAI_BASE_URL?)",
+        "16 of 16 rollouts posted no reward: their calls train as a return of 0 (emit_reward, a returned "
+        "float, or POST $AGL_EVENT_URL)",
+    ]
+    fine = {
+        "credit/rollouts": 16,
+        "credit/rollouts_without_model_call": 0,
+        "credit/rollouts_without_reward": 0,
+    }
+    assert agent_contract(steps(fine)) == [] and agent_contract([]) == []
+    # Announced once, when it first shows.
+    first = step_health([], steps(row)[0])
+    again = step_health(steps(row), steps(row, start=2)[0])
+    assert len(first.new) == 2 and again.new == [] and again.columns["health/count"] == 2
 
 
 # ---- no signal -----------------------------------------------------------------------------------------

@@ -56,11 +56,21 @@ def assign_credit(
         raise ValueError(f"gamma must be in (0, 1], got {gamma!r}")
     spans = list(spans)
     if not spans:
-        return CreditResult(sequences=[], report=CreditReport())
+        # The agent called no model through the proxy (and traced nothing): counted, never silent.
+        chosen = [r for r in rewards if (r.primary if reward_name is None else r.name == reward_name)]
+        report = CreditReport(
+            rollouts=1,
+            rollouts_without_model_call=1,
+            rollouts_without_reward=int(not chosen),
+            rollouts_without_episode_reward=int(
+                not any(r.span_id is None and r.step is None for r in chosen)
+            ),
+        )
+        return CreditResult(sequences=[], report=report)
     rollout_id = _only(spans, "rollout_id")
     attempt_id = _only(spans, "attempt_id")
     calls = llm_calls(spans)
-    report = CreditReport(rollouts=1, llm_calls=len(calls))
+    report = CreditReport(rollouts=1, llm_calls=len(calls), rollouts_without_model_call=int(not calls))
 
     step_rewards, episode_return, judged = _collect_rewards(
         rewards, calls, rollout_id, attempt_id, reward_name, report
@@ -133,6 +143,8 @@ def _collect_rewards(
         report.rewards_used += 1
     if not has_episode_reward:
         report.rollouts_without_episode_reward += 1
+        if not judged:
+            report.rollouts_without_reward += 1
     return step_rewards, episode_return, judged
 
 

@@ -39,6 +39,10 @@ class CreditReport(Counts):
     rewards_on_dropped_calls: int = 0
     """Judged a call that is not trained on (filtered, no tokens, bad logprobs, not trainable): no effect."""
     rollouts_without_episode_reward: int = 0
+    rollouts_without_model_call: int = 0
+    """No LLM call recorded (the agent did not call the model through its base URL): nothing to train on."""
+    rollouts_without_reward: int = 0
+    """No selected reward at all, for the episode or a call: its calls train as a return of 0."""
 
     def as_dict(self) -> dict[str, int]:
         """The counts as a flat dict (for metrics)."""

@@ -1,8 +1,9 @@
 """Learning health: rules over a run's metrics rows that say in words why a run is flat or falling.
 
 Each rule reads the rows so far (one per step, as `MetricsLog` keeps them) and names what it finds:
-no signal in a slice, entropy collapsing while success falls, train reward rising while held-out does
-not (sharpening), held-out falling, the first decision collapsing onto one choice. A line's `key`
+rollouts that made no model call or posted no reward, no signal in a slice, entropy collapsing while
+success falls, train reward rising while held-out does not (sharpening), held-out falling, the first
+decision collapsing onto one choice. A line's `key`
 (rule and slice) stays the same while the problem lasts, so a loop announces each problem once.
 """
 
@@ -201,7 +202,39 @@ def decision_collapse(rows: Sequence[Row]) -> list[HealthLine]:
     return lines
 
 
+def agent_contract(rows: Sequence[Row]) -> list[HealthLine]:
+    """The last step's rollouts that made no model call through the proxy, or posted no reward: an agent
+    that does not use its base URL or never reports trains on nothing (or on zeros), so say so."""
+    if not rows:
+        return []
+    row = rows[-1]
+    total = _number(row.get("credit/rollouts"))
+    if not total:
+        return []
+    lines = []
+    silent = _number(row.get("credit/rollouts_without_model_call")) or 0
+    if silent:
+        lines.append(
+            HealthLine(
+                "agent/no_model_call",
+                f"{silent:.0f} of {total:.0f} rollouts made no model call through the proxy: nothing to "
+                "train on (does the agent call the model at $OPENAI_BASE_URL / $AGL_OPENAI_BASE_URL?)",
+            )
+        )
+    unrewarded = _number(row.get("credit/rollouts_without_reward")) or 0
+    if unrewarded:
+        lines.append(
+            HealthLine(
+                "agent/no_reward",
+                f"{unrewarded:.0f} of {total:.0f} rollouts posted no reward: their calls train as a return "
+                "of 0 (emit_reward, a returned float, or POST $AGL_EVENT_URL)",
+            )
+        )
+    return lines
+
+
 RULES: tuple[Callable[[Sequence[Row]], list[HealthLine]], ...] = (
+    agent_contract,
     no_signal,
     entropy_collapse,
     sharpening,

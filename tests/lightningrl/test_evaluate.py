@@ -1,0 +1,114 @@
+"""`lightningrl eval` / `evaluate`: success per slice with Wilson intervals and pass@k, a JSON report,
+rollouts in the store, and the same number as fit's validation on the same model and rows."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fit_agents import PROMPTS, subprocess_env
+
+from algorithm import RolloutOutcome, Task
+from lightningrl import evaluate, fit
+from lightningrl.demos.tinylm import build_tiny_model
+from lightningrl.evaluation import eval_report, pass_at, wilson_interval
+from lightningstore import Rollout, RolloutConfig, RolloutMode, RolloutStatus, SqlStore
+
+# Rows whose reward the row itself names (fit_agents.scripted_agent): plus 2 of 3, minus 1 of 3.
+ROWS = [
+    {"prompt": PROMPTS[i % 3], "op": op, "reward": reward, "n": i}
+    for i, (op, reward) in enumerate(
+        [("plus", 1), ("plus", 1), ("plus", 0), ("minus", 1), ("minus", 0), ("minus", 0)]
+    )
+]
+
+
+def test_wilson_intervals_and_unbiased_pass_at_k() -> None:
+    low, high = wilson_interval(8, 10)
+    assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
+    assert wilson_interval(0, 0) == (0.0, 1.0) and wilson_interval(5, 5)[1] == 1.0
+    assert pass_at(4, 1, 1) == pytest.approx(0.25) and pass_at(4, 1, 4) == 1.0 and pass_at(4, 0, 2) == 0.0
+    assert pass_at(4, 2, 2) == pytest.approx(1 - math.comb(2, 2) / math.comb(4, 2))
+
+
+def test_the_report_counts_rollouts_tasks_and_slices() -> None:
+    def outcome(
+        task: Task, reward: float | None, status: RolloutStatus = RolloutStatus.SUCCEEDED
+    ) -> RolloutOutcome:
+        rollout = Rollout(
+            rollout_id="r",
+            input={},
+            mode=RolloutMode.VAL,
+            status=status,
+            config=RolloutConfig(),
+            enqueue_time=0.0,
+        )
+        return RolloutOutcome(rollout=rollout, task=task, reward=reward)
+
+    a = Task(task_id="a", input={}, tags={"op": "plus"})
+    b = Task(task_id="b", input={}, tags={"op": "minus"})
+    outcomes = [outcome(a, 1.0), outcome(a, 0.0), outcome(b, 0.0), outcome(b, None, RolloutStatus.FAILED)]
+    report = eval_report(outcomes, k=2, success_threshold=1.0, version_id="v", resources_id="rs", mode="val")
+    assert (report.overall.successes, report.overall.rollouts, report.overall.tasks) == (1, 4, 2)
+    assert report.pass_at_k == {1: pytest.approx(0.25), 2: pytest.approx(0.5)} and report.failed_rollouts == 1
+    assert report.slices["op=plus"].success == 0.5 and report.slices["op=minus"].success == 0.0
+    assert json.loads(json.dumps(report.as_json()))["pass_at_k"]["2"] == pytest.approx(0.5)
+    assert "op=plus" in report.table() and "pass@2 0.500" in report.table()
+
+
+@pytest.mark.slow
+def test_eval_gives_fits_validation_number_and_a_report(tmp_path: Path) -> None:
+    model = build_tiny_model(tmp_path / "model", seed=0, hidden_size=32, num_heads=2)
+    run = fit(
+        "fit_agents:scripted_agent",
+        ROWS,
+        ROWS,
+        model=model,
+        config={"steps": 1, "tasks_per_step": 2, "rollouts_per_task": 2, "val_every": 1, "balance_by": "op",
+                "show_progress": False, "max_fill_rounds": 0},
+        workers=4,
+        runner_processes=1,
+        output_dir=tmp_path / "run",
+    )  # fmt: skip
+    after = run.metrics[-1]
+    rows_file = tmp_path / "rows.jsonl"
+    rows_file.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    done = subprocess.run(
+        [sys.executable, "-m", "lightningrl.cli", "eval", "--agent", "fit_agents:scripted_agent",
+         "--rows", str(rows_file), "--store", str(tmp_path / "run" / "store.db"), "--slice-by", "op",
+         "-k", "2", "--workers", "4", "--runner-processes", "1", "--output-dir", str(tmp_path / "eval")],
+        capture_output=True, text=True, timeout=600, env=subprocess_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    # The store's latest version, the version fit validated last: the same success, overall and per slice.
+    assert report["version_id"] == run.final_version_id
+    assert report["overall"]["success"] == pytest.approx(after["val/success"]) == pytest.approx(0.5)
+    assert report["slices"]["op=plus"]["success"] == pytest.approx(after["val/success[op=plus]"])
+    assert report["slices"]["op=minus"]["success"] == pytest.approx(1 / 3)
+    assert (
+        report["overall"]["rollouts"] == 12
+        and report["k"] == 2
+        and report["pass_at_k"]["1"] == pytest.approx(0.5)
+    )
+    assert "op=minus" in done.stdout and f"report: {tmp_path / 'eval' / 'eval.json'}" in done.stdout
+
+    # The Python call on the checkpoint itself, with the rollouts in its own store (the dashboard's).
+    report = evaluate("fit_agents:scripted_agent", ROWS, model=model, k=1, slice_by="op",
+                      output_dir=tmp_path / "eval2", workers=4, runner_processes=1)  # fmt: skip
+    assert report.overall.success == pytest.approx(0.5) and report.overall.tasks == 6
+
+    async def count() -> int:
+        store = SqlStore(tmp_path / "eval2" / "store.db")
+        try:
+            return len(await store.query_rollouts(mode=RolloutMode.VAL))
+        finally:
+            await store.close()
+
+    import asyncio
+
+    assert asyncio.run(count()) == 6
