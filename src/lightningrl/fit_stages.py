@@ -10,6 +10,7 @@ continues the step numbers and metrics.csv of the one before; metrics rows say w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -189,12 +190,32 @@ async def run_stages(
         weights = WEIGHT_ALGORITHMS[name](store, train_tasks, val_tasks, cfg, console=console)
         weights.rollout_config = rollout_config
         weights.row_extras.extend(row_extras)
-        if len(names) > 1:
-            weights.row_extras.append(lambda name=name: {"algorithm": name})
+        weights.row_extras.append(lambda name=name: {"algorithm": name})
         prompt = await store.get_latest_version(PROMPT_NAME)
         if prompt is not None:
             weights.bound_resources = {PROMPT_NAME: prompt.version_id}
-        weights.resume()
+        last = weights.resume()
+        # `steps` is the stage's total, as in HF Trainer, verl and Agent Lightning: a resumed run finishes
+        # it, and a finished one trains nothing more unless `steps` is raised.
+        done = trained_steps(weights.metrics.rows, name)
+        if done >= cfg.steps:
+            console.print(
+                f"{name}: already trained {done} of steps={cfg.steps} in {cfg.output_dir}: nothing to do "
+                "(raise steps to train more)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            state.metrics = weights.metrics
+            continue
+        if done:
+            console.print(
+                f"{name}: resuming after step {last}: {cfg.steps - done} of steps={cfg.steps} left",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            weights.config = dataclasses.replace(weights.config, steps=cfg.steps - done)
         weights.trackers = state.trackers
         state.current = weights
         try:
@@ -208,6 +229,12 @@ async def run_stages(
         if weights.stopped_reason:
             break
     return state
+
+
+def trained_steps(rows: Sequence[Mapping[str, Any]], algorithm: str) -> int:
+    """Steps of `algorithm` a metrics log holds (its rows after step 0; rows written before rows were
+    labelled count for any algorithm)."""
+    return sum(1 for r in rows if int(r.get("step", 0)) > 0 and r.get("algorithm", algorithm) == algorithm)
 
 
 async def probe_stage(

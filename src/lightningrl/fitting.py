@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import sys
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
@@ -54,6 +55,7 @@ from lightningrl.processes.supervisor import (
 from lightningrl.result import TrainResult
 from lightningrl.rl.metrics import MetricsLog
 from lightningrl.rl.trackers import RunTrackers
+from lightningrl.rl.update_thread import update_running
 from lightningrl.serving.launch import (
     DETERMINISTIC_BATCH,
     INFERENCE_BATCH,
@@ -139,7 +141,9 @@ def fit(
 
     Works inside a running event loop too (a Jupyter cell): training then runs on a thread of its own.
     A second call on the same output_dir and store resumes: it trains the resource's latest version
-    and continues the metrics and step numbers. Children stop on return, error, Ctrl-C and SIGTERM;
+    and continues the metrics and step numbers up to `steps`, the run's total (as HF Trainer, verl
+    and Agent Lightning count it): a finished run says so and trains nothing more unless `steps` is
+    raised. Children stop on return, error, Ctrl-C and SIGTERM;
     Ctrl-C raises `FitInterrupted` (a KeyboardInterrupt), shown uncaught as one line saying the step
     reached and how to resume. A runner, inference server or store server that dies is restarted
     (its rollouts retried; at most 3 restarts within 10 minutes): docs/deployment.md.
@@ -213,6 +217,11 @@ def fit(
                 )
             )
     except KeyboardInterrupt:
+        if update_running() and threading.current_thread() is threading.main_thread():
+            # A second Ctrl-C while an update thread still runs (the first one said so): the children
+            # are stopped; nothing is left to wait for but a result that would be discarded.
+            print(interrupted_text(out), file=sys.stderr, flush=True)
+            os._exit(130)
         show_interrupts_briefly()
         raise FitInterrupted(interrupted_text(out)) from None
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -20,6 +22,7 @@ from runner.agl import env_from_map
 
 AGL_V1 = Path(__file__).resolve().parent / "agl_v1"
 GSM8K = AGL_V1 / "gsm8k"
+CALC_X = AGL_V1 / "calc_x"
 # v1.0.0's examples/gsm8k/gsm8k_agent.py: its git blob id and sha256 (agl_v1/README.md).
 GSM8K_BLOB = "eb585c2664fcde1ec3c1311689359b3dc3b393d8"
 GSM8K_SHA256 = "b39de123f0eb0b96f217a5eef0289aba9b03fa9abe5a12976b52adc847229c18"
@@ -31,9 +34,30 @@ def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def test_the_vendored_agents_are_byte_identical_to_v1() -> None:
-    data = (GSM8K / "gsm8k_agent.py").read_bytes()
-    assert git_blob_id(data) == GSM8K_BLOB and hashlib.sha256(data).hexdigest() == GSM8K_SHA256
+@pytest.mark.parametrize(
+    ("path", "blob", "sha256"),
+    [
+        (GSM8K / "gsm8k_agent.py", GSM8K_BLOB, GSM8K_SHA256),
+        (
+            CALC_X / "calc_agent.py",
+            "06585924ac1264847ad861fbeaa2a22cd8339198",
+            "bdc71747c12dcae514a07b738f91490f766e60e8fe4e549c7609a7d02d4ce0d5",
+        ),
+        (
+            CALC_X / "eval_utils.py",
+            "9d2fb7798203de34d467394414a9b194ebd0dbd8",
+            "3ab2f51ff33f13e38daa0909e3d5e90c6fd72562677559411d229dad456813ff",
+        ),
+        (
+            CALC_X / "data" / "sample.jsonl",
+            "ebb3ed10e3d18b2cd0084bffe9d83799809a474f",
+            "793243032c922710e59c5ecf4983d8513de7d0981c71ee7056b2239164857eae",
+        ),
+    ],
+)
+def test_the_vendored_agents_are_byte_identical_to_v1(path: Path, blob: str, sha256: str) -> None:
+    data = path.read_bytes()
+    assert git_blob_id(data) == blob and hashlib.sha256(data).hexdigest() == sha256
 
 
 def test_env_map_follows_v1() -> None:
@@ -160,3 +184,39 @@ def test_an_agent_that_calls_no_model_and_posts_no_reward_is_named(warm_model: P
     said = output.getvalue()
     assert said.count("6 of 6 rollouts made no model call through the proxy: nothing to train on") == 1, said
     assert said.count("6 of 6 rollouts posted no reward") == 1, said
+
+
+@pytest.mark.slow
+def test_v1_calc_x_autogen_mcp_agent_runs_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """v1.0's AutoGen + MCP calculator agent (the one that failed with KeyError on QUESTION before
+    env_map): every rollout runs, its model call lands with exact token ids and its reward is posted.
+    It starts its MCP server as `python -m mcp_server_calculator`: `python` is this interpreter."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    rows = [json.loads(line) for line in (CALC_X / "data" / "sample.jsonl").read_text().splitlines()][:3]
+    model = build_tiny_model(
+        tmp_path / "model", seed=0, hidden_size=32, num_heads=2, max_position_embeddings=4096
+    )
+    agent = AglAgent(
+        agent_class="calc_agent:Agent",
+        env_map={"QUESTION": "input.question", "RESULT": "input.result"},
+        cwd=str(CALC_X),
+    )
+    result = fit(
+        agent,
+        rows,
+        model=model,
+        config={
+            "steps": 1,
+            "tasks_per_step": 3,
+            "rollouts_per_task": 2,
+            "val_every": 0,
+            "max_fill_rounds": 0,
+        },
+        workers=2,
+        runner_processes=1,
+        output_dir=tmp_path / "run",
+    )
+    (row,) = [r for r in result.metrics if r["step"] > 0]
+    assert row["train/rollouts"] == 6 and row["train/failed"] == 0, row
+    assert row["credit/calls_used"] == row["credit/llm_calls"] >= 6 and row["credit/rewards_used"] == 6, row
+    assert row["credit/rollouts_without_model_call"] == 0 and row["credit/rollouts_without_reward"] == 0

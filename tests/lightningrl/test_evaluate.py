@@ -97,8 +97,12 @@ def test_eval_gives_fits_validation_number_and_a_report(tmp_path: Path) -> None:
     )
     assert "op=minus" in done.stdout and f"report: {tmp_path / 'eval' / 'eval.json'}" in done.stdout
 
-    # The Python call on the checkpoint itself, with the rollouts in its own store (the dashboard's).
-    report = evaluate("fit_agents:scripted_agent", ROWS, model=model, k=1, slice_by="op",
+    # The Python call on the checkpoint itself, the rows a Hugging Face split read from the same file,
+    # the rollouts in its own store (the dashboard's).
+    import datasets
+
+    split = datasets.load_dataset("json", data_files=str(rows_file), split="train")
+    report = evaluate("fit_agents:scripted_agent", split, model=model, k=1, slice_by="op",
                       output_dir=tmp_path / "eval2", workers=4, runner_processes=1)  # fmt: skip
     assert report.overall.success == pytest.approx(0.5) and report.overall.tasks == 6
 

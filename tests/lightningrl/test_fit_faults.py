@@ -276,7 +276,8 @@ def test_ctrl_c_prints_one_line_with_the_step_and_how_to_resume(model: Path, tmp
                 parent.wait()
     text = output.read_text()
     assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip()]
+    # One line; one more first when the Ctrl-C landed during an update (run_update says it waits for it).
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("stopping: step ")]
     assert len(lines) == 1, text
     match = re.fullmatch(
         r"interrupted after step (\d+); every process fit started is stopped\. To resume, "
@@ -308,3 +309,72 @@ def test_a_child_that_keeps_dying_ends_the_watch_with_its_log_tail(tmp_path: Pat
             asyncio.run(asyncio.wait_for(supervisor.watch(restart, interval=0.05), 30))
     assert seen == [3, 3]
     assert json.loads((tmp_path / "logs" / "pids.json").read_text()).keys() == {"flaky"}
+
+
+SLOW_UPDATE_SCRIPT = """
+import sys, time
+from pathlib import Path
+from fit_fault_agents import patient_agent
+from fit_agents import PROMPTS
+from lightningrl import fit
+from lightningrl.trainer.verl_actor import VerlActorTrainer
+
+original = VerlActorTrainer.train_step
+
+def slow_train_step(self, batch, advantages):  # an update as long as a real model's, and then some
+    Path(sys.argv[3]).write_text("update running")
+    time.sleep(300)
+    return original(self, batch, advantages)
+
+VerlActorTrainer.train_step = slow_train_step
+fit(patient_agent, [{"prompt": p} for p in PROMPTS], model=sys.argv[1], output_dir=sys.argv[2],
+    workers=2, runner_processes=2, config={"steps": 3, "tasks_per_step": 2, "rollouts_per_task": 2,
+    "val_every": 0, "show_progress": False})
+"""
+
+
+@pytest.mark.slow
+@linux_only
+def test_ctrl_c_during_an_update_says_so_and_a_second_one_stops_now(model: Path, tmp_path: Path) -> None:
+    out, marker = tmp_path / "run", tmp_path / "update-running"
+    output = tmp_path / "fit-output.log"
+    with output.open("wb") as log:
+        parent = subprocess.Popen(
+            [sys.executable, "-c", SLOW_UPDATE_SCRIPT, str(model), str(out), str(marker)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=subprocess_env(),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal starts it
+        )
+        try:
+            deadline = time.monotonic() + 180
+            while not marker.exists():
+                assert parent.poll() is None, output.read_text()[-3000:]
+                assert time.monotonic() < deadline, "no update started within 180 s"
+                time.sleep(0.2)
+            started = _descendants(parent.pid)
+            parent.send_signal(signal.SIGINT)
+            deadline = time.monotonic() + 20
+            while "stopping: step " not in output.read_text():
+                assert time.monotonic() < deadline, "the first Ctrl-C said nothing: " + output.read_text()
+                time.sleep(0.2)
+            assert parent.poll() is None  # still waiting for the update thread
+            parent.send_signal(signal.SIGINT)
+            parent.wait(timeout=60)  # not the update's 300 s
+        finally:
+            if parent.poll() is None:
+                parent.kill()
+                parent.wait()
+    assert parent.returncode == 130, output.read_text()
+    text = output.read_text()
+    said = re.search(
+        r"stopping: step (\d+)'s update has run \d+ s on a thread that cannot be interrupted", text
+    )
+    assert said, text
+    done = int(said.group(1)) - 1
+    assert "Press Ctrl-C again to stop now." in text and f"the run resumes after step {done})" in text, text
+    assert f"interrupted after step {done}; every process fit started is stopped" in text, text
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in started if alive(pid)], "children outlived the fit parent"

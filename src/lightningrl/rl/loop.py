@@ -48,6 +48,7 @@ from lightningrl.rl.step_checkpoints import (
 )
 from lightningrl.rl.task_draw import TaskDraw
 from lightningrl.rl.trackers import RunTrackers
+from lightningrl.rl.update_thread import run_update
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import (
     LLM,
@@ -419,8 +420,9 @@ class LightningRL(Algorithm):
             row.update({"update/skipped": 1, "update/reason": "every group had equal rewards"})
             return row
         t0 = time.perf_counter()
-        stats = await asyncio.to_thread(
-            self.trainer.train_step, batch.select(adv.keep), adv.advantages[adv.keep]
+        trainer, kept = self.trainer, batch.select(adv.keep)
+        stats = await run_update(
+            lambda: trainer.train_step(kept, adv.advantages[adv.keep]), step=step, console=self.console
         )
         row.update(
             {f"tokens/{k}" if k.startswith("mismatch_") else f"actor/{k}": v for k, v in stats.items()}
