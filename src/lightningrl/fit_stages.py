@@ -46,7 +46,7 @@ def algorithm_sequence(value: str | Sequence[str], *, probe: int = 0, evaluate: 
     validation mode, `lightningrl.evaluation`) no stage at all is allowed: probe or evaluate only."""
     for name, k in (("probe", probe), ("evaluate", evaluate)):
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"{name} must be an integer >= 0 (0: none), got {k!r}")
+            raise ValueError(f"{name} must be an integer >= 0 (0: no {name}), got {k!r}")
     names = (value,) if isinstance(value, str) else tuple(value)
     if not names and not probe and not evaluate:
         raise ValueError(f"algorithm must name at least one of {', '.join(ALGORITHMS)}, got []")

@@ -61,6 +61,9 @@ def test_bad_counts_and_probe_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="probe must be an integer >= 0 \\(0: no probe\\), got -1"):
         algorithm_sequence("rl", probe=-1)
     assert algorithm_sequence([], probe=2) == ()  # probe only
+    assert algorithm_sequence([], evaluate=1) == ()  # evaluate only
+    with pytest.raises(ValueError, match="evaluate must be an integer >= 0 \\(0: no evaluate\\), got True"):
+        algorithm_sequence("rl", evaluate=True)
     with pytest.raises(ValueError, match="algorithm must name at least one"):
         algorithm_sequence([])
 
