@@ -87,7 +87,11 @@ def test_fit_trains_then_resumes(model: Path, tmp_path: Path) -> None:
 
     # `steps` is the total, as in HF Trainer, verl and Agent Lightning: the same call again has nothing to do.
     again = _fit(model, out)
-    assert [r["step"] for r in again.metrics] == [0, 1, 2] and again.final_version_id == first.final_version_id
+    assert [r["step"] for r in again.metrics] == [
+        0,
+        1,
+        2,
+    ] and again.final_version_id == first.final_version_id
     second = _fit(model, out, steps=3, keep_checkpoints=1)
     assert [r["step"] for r in second.metrics] == [0, 1, 2, 3]  # no second step-0 validation
     # Resumed from step-0002, then kept only the newest checkpoint (the one the last version serves) and
