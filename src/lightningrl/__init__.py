@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lightningrl.config import LightningRLConfig
     from lightningrl.evaluating import evaluate
-    from lightningrl.evaluation import EvalReport
+    from lightningrl.evaluation import EvalReport, ServedModel
     from lightningrl.fitting import FitInterrupted, fit
     from lightningrl.models import cached_model, check_checkpoint, export_checkpoint, import_model
     from lightningrl.result import TrainResult
@@ -29,6 +29,7 @@ _EXPORTS = {
     "AglAgent": "runner",
     "evaluate": "lightningrl.evaluating",
     "EvalReport": "lightningrl.evaluation",
+    "ServedModel": "lightningrl.evaluation",
 }
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "EvalReport",
     "FitInterrupted",
     "LightningRLConfig",
+    "ServedModel",
     "TrainResult",
     "cached_model",
     "check_checkpoint",

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from lightningrl.datasets import Rows
-from lightningrl.evaluation import EvalReport
+from lightningrl.evaluation import REPORT_FILE, EvalReport, ServedModel
 from lightningrl.fitting import fit
 
 
@@ -19,34 +21,43 @@ def evaluate(
     agent: Any,
     rows: Rows,
     *,
-    model: str | Path | None = None,
+    model: str | Path | ServedModel | None = None,
+    store: str | Path | None = None,
+    version: str = "latest",
     k: int = 1,
     slice_by: str | None = None,
     success_threshold: float = 1.0,
     sampling_by_mode: Mapping[str, Mapping[str, Any]] | None = None,
-    store: str | Path | None = None,
     output_dir: str | Path = "runs/eval",
     workers: int = 8,
     runner_processes: int | None = None,
     engine: str = "auto",
     console: Console | None = None,
 ) -> EvalReport:
-    """Roll `agent` out `k` times per row of `rows` on `model` (a checkpoint directory; with `store`, the
-    store's latest version of the LLM resource) in the validation mode, and report success per
-    `slice_by` value with 95% intervals and pass@1..k. `sampling_by_mode={"val": {"temperature": 0}}`
-    evaluates greedily (default: the validation sampling `fit` uses, temperature 0.7)."""
+    """Roll `agent` out `k` times per row of `rows` in the validation mode and report success per
+    `slice_by` value with 95% intervals and pass@1..k. The model: a checkpoint directory; a
+    `ServedModel(base_url, model)` served elsewhere (through the proxy, every call recorded); or, with
+    `store`, that store's `version` of the `llm` resource ("latest", "approved" or a version id), served
+    from its checkpoint. The rollouts go to a store of their own in `output_dir` (never the source
+    store). `sampling_by_mode={"val": {"temperature": 0}}` evaluates greedily (default: the validation
+    sampling `fit` uses, temperature 0.7)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k!r}")
-    if model is None:
-        if store is None:
-            raise ValueError("give model (a checkpoint directory) or store (its latest LLM version)")
-        model = asyncio.run(_latest_checkpoint(str(store)))
+    source: dict[str, Any] = {}
+    if store is not None:
+        if model is not None:
+            raise ValueError("give model or store (with version), not both")
+        source = asyncio.run(_stored_version(str(store), version))
+        model = source["checkpoint"]
+    elif model is None:
+        raise ValueError("give model (a checkpoint directory or a ServedModel) or store (with version)")
+    if isinstance(model, ServedModel):
+        source = {"base_url": model.base_url, "model": model.model}
     result = fit(
         agent,
         rows,
         model=model,
         config={"balance_by": slice_by, "success_threshold": success_threshold, "show_progress": False},
-        store=store,
         workers=workers,
         engine=engine,
         output_dir=output_dir,
@@ -56,20 +67,29 @@ def evaluate(
         algorithm=[],
         evaluate=k,
     )
-    assert result.evaluation is not None
-    return result.evaluation
+    report = result.evaluation
+    assert report is not None
+    if source:
+        report = dataclasses.replace(report, source=source)
+        (Path(output_dir) / REPORT_FILE).write_text(json.dumps(report.as_json(), indent=2) + "\n")
+    return report
 
 
-async def _latest_checkpoint(target: str) -> str:
-    """The checkpoint of the store's latest `llm` version (what fit serves when given that store)."""
+async def _stored_version(target: str, version: str) -> dict[str, Any]:
+    """The store's `version` of `llm` ("latest", "approved" or an id): where it is and its checkpoint."""
     from lightningstore import open_store
 
     store = open_store(target, role=None)
     try:
-        latest = await store.get_latest_version("llm")
+        if version in ("latest", "approved"):
+            found = await store.get_pointer("llm", version)  # type: ignore[arg-type]
+        else:
+            found = await store.get_resource_version(version)
     finally:
         await store.close()
-    checkpoint = getattr(latest.resource, "checkpoint", None) if latest is not None else None
-    if not checkpoint:
-        raise ValueError(f"store {target!r} has no LLM version with a checkpoint to evaluate")
-    return str(checkpoint)
+    checkpoint = getattr(found.resource, "checkpoint", None) if found is not None else None
+    if found is None or not checkpoint:
+        raise ValueError(
+            f"store {target!r} has no {version!r} version of 'llm' with a checkpoint to evaluate"
+        )
+    return {"store": target, "version_id": found.version_id, "pointer": version, "checkpoint": checkpoint}

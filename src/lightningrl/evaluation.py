@@ -29,6 +29,18 @@ from lightningstore import LightningStore, RolloutConfig
 REPORT_FILE = "eval.json"
 
 
+@dataclass(frozen=True)
+class ServedModel:
+    """A model served elsewhere behind an OpenAI-compatible API (a hosted vendor, a vLLM you run): it can
+    be evaluated through the proxy (every call recorded as a span), never trained. `fit(model=...)` with
+    `algorithm=[]` and `evaluate=k`, or `evaluate(..., model=ServedModel(...))`."""
+
+    base_url: str
+    """The endpoint's `.../v1` base URL."""
+    model: str
+    """The model name the endpoint serves."""
+
+
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """The Wilson score interval of a success rate (95% for z = 1.96); (0, 1) for n = 0."""
     if n == 0:
@@ -78,6 +90,9 @@ class EvalReport:
     """Per task-tag value (e.g. "op=plus")."""
     failed_rollouts: int = 0
     """Rollouts that ended failed or timed out (they count as not successful)."""
+    source: dict[str, Any] = field(default_factory=dict)
+    """What was evaluated, when not a checkpoint given as is: a store's version (`store`, `version_id`,
+    `pointer`) or a model served elsewhere (`base_url`, `model`)."""
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -24,6 +24,7 @@ from lightningrl.algorithms.apo import APOConfig
 from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_from
 from lightningrl.datasets import Rows, load_tasks
+from lightningrl.evaluation import ServedModel
 from lightningrl.fit_interrupts import (
     FitInterrupted,
     interrupted_text,
@@ -88,7 +89,7 @@ def fit(
     train: Rows,
     val: Rows | None = None,
     *,
-    model: str | Path,
+    model: str | Path | ServedModel,
     config: LightningRLConfig | Mapping[str, Any] | None = None,
     store: str | Path | None = None,
     workers: int = 8,
@@ -170,9 +171,16 @@ def fit(
         raise ValueError("apo settings were given but algorithm has no 'apo' stage")
     if "apo" in stages:
         check_apo_settings(apo, cfg.resource_name)
-    model_dir = Path(model)
-    check_checkpoint(model_dir)  # every missing piece in one error, before a process starts
-    engine = resolve_engine(engine, vllm_python)
+    served = model if isinstance(model, ServedModel) else None
+    if served is not None and (stages or probe or not evaluate):
+        raise ValueError(
+            "a ServedModel (a model served elsewhere) can be evaluated, not trained: give algorithm=[] and "
+            "evaluate=k (or use lightningrl.evaluate)"
+        )
+    model_dir = Path(served.base_url if served else model)  # type: ignore[arg-type]
+    if served is None:
+        check_checkpoint(model_dir)  # every missing piece in one error, before a process starts
+    engine = "ours" if served is not None else resolve_engine(engine, vllm_python)
     if engine == "vllm":
         check_reloadable(model_dir)
         if cfg.trainer.lora_rank > 0:
@@ -201,7 +209,8 @@ def fit(
                     train_tasks,
                     val_tasks,
                     cfg,
-                    model_dir=model_dir.resolve(),
+                    model_dir=model_dir if served else model_dir.resolve(),
+                    served=served,
                     server=server,
                     target=target,
                     workers=workers,
@@ -261,6 +270,7 @@ async def _fit(
     apo: APOConfig | Mapping[str, Any] | None = None,
     probe: int = 0,
     evaluate: int = 0,
+    served: ServedModel | None = None,
 ) -> TrainResult:
     own_server = not target.startswith(("http://", "https://"))
     tokens = RunTokens.for_run(os.environ) if own_server else None
@@ -283,6 +293,7 @@ async def _fit(
             sampling_by_mode,
             deterministic=cfg.deterministic,
             server=server,
+            served=served,
         )
         await publish_start_prompt(store, prompt)
         _start_runners(supervisor, spec, store_url, proxy_url, workers, processes, tokens)
@@ -503,12 +514,21 @@ async def _llm_resource(
     *,
     deterministic: bool = False,
     server: InferenceEngine | None = None,
+    served: ServedModel | None = None,
 ) -> tuple[LLM, InferenceLaunch | None]:
     """The LLM being trained, served: a fresh resource on `model_dir`, or the latest version (resume),
-    with an inference server started unless its endpoints already answer (and how it was started)."""
+    with an inference server started unless its endpoints already answer (and how it was started).
+    A `served` model (evaluated only) is published as it is, no server started."""
     batch = DETERMINISTIC_BATCH if deterministic else INFERENCE_BATCH
     engine = server or InferenceEngine()
     latest = await store.get_latest_version(name)
+    if served is not None:
+        llm = LLM(endpoints=[served.base_url], model=served.model, sampling_by_mode=sampling_by_mode)
+        if latest is None or latest.resource != llm:
+            await store.add_resource_version(
+                name, llm, created_by="fit", metadata={"fit": "served elsewhere"}
+            )
+        return llm, None
     if latest is None:
         launch = InferenceLaunch(str(model_dir), SERVED_MODEL_NAME, free_port(), engine, batch)
         endpoint = await start_inference_server(supervisor, launch)

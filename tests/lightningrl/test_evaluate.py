@@ -3,6 +3,7 @@ rollouts in the store, and the same number as fit's validation on the same model
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -10,12 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from engine_stack import serve
 from fit_agents import PROMPTS, subprocess_env
 
 from algorithm import RolloutOutcome, Task
-from lightningrl import evaluate, fit
+from lightningrl import ServedModel, evaluate, fit
+from lightningrl.credit.calls import is_llm_span
 from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.evaluation import eval_report, pass_at, wilson_interval
+from lightningrl.serving import create_app
 from lightningstore import Rollout, RolloutConfig, RolloutMode, RolloutStatus, SqlStore
 
 # Rows whose reward the row itself names (fit_agents.scripted_agent): plus 2 of 3, minus 1 of 3.
@@ -75,18 +79,30 @@ def test_eval_gives_fits_validation_number_and_a_report(tmp_path: Path) -> None:
         output_dir=tmp_path / "run",
     )  # fmt: skip
     after = run.metrics[-1]
+    db = tmp_path / "run" / "store.db"
+
+    async def approve() -> None:
+        store = SqlStore(db)
+        try:
+            await store.move_pointer("llm", "approved", run.final_version_id, actor="test")
+        finally:
+            await store.close()
+
+    asyncio.run(approve())
     rows_file = tmp_path / "rows.jsonl"
     rows_file.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     done = subprocess.run(
         [sys.executable, "-m", "lightningrl.cli", "eval", "--agent", "fit_agents:scripted_agent",
-         "--rows", str(rows_file), "--store", str(tmp_path / "run" / "store.db"), "--slice-by", "op",
+         "--rows", str(rows_file), "--store", str(db), "--version", "approved", "--slice-by", "op",
          "-k", "2", "--workers", "4", "--runner-processes", "1", "--output-dir", str(tmp_path / "eval")],
         capture_output=True, text=True, timeout=600, env=subprocess_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
-    # The store's latest version, the version fit validated last: the same success, overall and per slice.
-    assert report["version_id"] == run.final_version_id
+    # The store's approved version, the one fit validated last: the same success, overall and per slice.
+    assert (
+        report["source"]["version_id"] == run.final_version_id and report["source"]["pointer"] == "approved"
+    )
     assert report["overall"]["success"] == pytest.approx(after["val/success"]) == pytest.approx(0.5)
     assert report["slices"]["op=plus"]["success"] == pytest.approx(after["val/success[op=plus]"])
     assert report["slices"]["op=minus"]["success"] == pytest.approx(1 / 3)
@@ -97,22 +113,27 @@ def test_eval_gives_fits_validation_number_and_a_report(tmp_path: Path) -> None:
     )
     assert "op=minus" in done.stdout and f"report: {tmp_path / 'eval' / 'eval.json'}" in done.stdout
 
-    # The Python call on the checkpoint itself, the rows a Hugging Face split read from the same file,
-    # the rollouts in its own store (the dashboard's).
+    # A model served elsewhere (here our own inference server stands in for a vendor's OpenAI-compatible
+    # API), evaluated through the proxy; the rows a Hugging Face split read from the same file.
     import datasets
 
     split = datasets.load_dataset("json", data_files=str(rows_file), split="train")
-    report = evaluate("fit_agents:scripted_agent", split, model=model, k=1, slice_by="op",
-                      output_dir=tmp_path / "eval2", workers=4, runner_processes=1)  # fmt: skip
+    vendor = serve(create_app(model, device="cpu", served_model_name="vendor-model", cpu_threads=1), "vendor")
+    try:
+        report = evaluate("fit_agents:scripted_agent", split, model=ServedModel(f"{vendor.url}/v1", "vendor-model"),
+                          k=1, slice_by="op", output_dir=tmp_path / "eval2", workers=4, runner_processes=1)  # fmt: skip
+    finally:
+        vendor.stop()
     assert report.overall.success == pytest.approx(0.5) and report.overall.tasks == 6
+    assert report.source == {"base_url": f"{vendor.url}/v1", "model": "vendor-model"}
 
-    async def count() -> int:
+    async def count() -> tuple[int, int]:
         store = SqlStore(tmp_path / "eval2" / "store.db")
         try:
-            return len(await store.query_rollouts(mode=RolloutMode.VAL))
+            rollouts = await store.query_rollouts(mode=RolloutMode.VAL)
+            spans = [s for r in rollouts for s in await store.query_spans(r.rollout_id) if is_llm_span(s)]
+            return len(rollouts), len(spans)
         finally:
             await store.close()
 
-    import asyncio
-
-    assert asyncio.run(count()) == 6
+    assert asyncio.run(count()) == (6, 6)  # every call recorded

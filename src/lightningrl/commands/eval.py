@@ -29,10 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --command or --agl-class: Agent Lightning v1.0's env_map (e.g. QUESTION=input.question)",
     )
     p.add_argument("--rows", required=True, help="the rows to evaluate on: a JSONL file")
-    p.add_argument(
-        "--model", help="a checkpoint directory (default with --store: the store's latest version)"
+    model = p.add_mutually_exclusive_group(required=True)
+    model.add_argument("--model", help="a checkpoint directory")
+    model.add_argument("--store", help="a store: its --version of the llm resource is evaluated")
+    model.add_argument(
+        "--endpoint", help="an OpenAI-compatible base URL served elsewhere (with --served-model)"
     )
-    p.add_argument("--store", help="a store whose LLM resource's latest version to evaluate")
+    p.add_argument("--version", default="latest", help="with --store: latest, approved or a version id")
+    p.add_argument("--served-model", help="with --endpoint: the model name it serves")
     p.add_argument("-k", type=int, default=1, help="rollouts per row (default 1); pass@1..k is reported")
     p.add_argument("--slice-by", help="a row field to report success by (e.g. op)")
     p.add_argument(
@@ -58,7 +62,7 @@ def _pairs(items: list[str]) -> dict[str, str]:
 
 def _eval(args: argparse.Namespace) -> int:
     from lightningrl.evaluating import evaluate
-    from lightningrl.evaluation import REPORT_FILE
+    from lightningrl.evaluation import REPORT_FILE, ServedModel
     from lightningrl.serving.vllm import VllmUnavailable
     from runner.agl import AglAgent
 
@@ -73,10 +77,13 @@ def _eval(args: argparse.Namespace) -> int:
             if env_map:
                 raise ValueError("--env-map applies to --command and --agl-class")
             agent = args.agent
+        if bool(args.endpoint) != bool(args.served_model):
+            raise ValueError("--endpoint and --served-model go together")
         evaluate(
             agent,
             args.rows,
-            model=args.model,
+            model=ServedModel(args.endpoint, args.served_model) if args.endpoint else args.model,
+            version=args.version,
             k=args.k,
             slice_by=args.slice_by,
             success_threshold=args.success_threshold,
