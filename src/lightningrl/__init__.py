@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lightningrl.config import LightningRLConfig
-    from lightningrl.evaluating import evaluate
     from lightningrl.evaluation import EvalReport, ServedModel
+    from lightningrl.evaluation.run import evaluate
     from lightningrl.fitting import FitInterrupted, fit
     from lightningrl.models import cached_model, check_checkpoint, export_checkpoint, import_model
     from lightningrl.result import TrainResult
@@ -27,7 +27,7 @@ _EXPORTS = {
     "cached_model": "lightningrl.models",
     "export_checkpoint": "lightningrl.models",
     "AglAgent": "runner",
-    "evaluate": "lightningrl.evaluating",
+    "evaluate": "lightningrl.evaluation.run",
     "EvalReport": "lightningrl.evaluation",
     "ServedModel": "lightningrl.evaluation",
 }

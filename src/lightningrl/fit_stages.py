@@ -25,7 +25,7 @@ from lightningrl.algorithms.sft import SFT
 from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import dataclass_from_dict, replaced_from_dict
 from lightningrl.curation import Curation, probe
-from lightningrl.evaluation import EvalReport, eval_stage
+from lightningrl.evaluation.report import EvalReport, eval_stage
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.metrics import MetricsLog
 from lightningrl.rl.trackers import RunTrackers

@@ -24,7 +24,7 @@ from lightningrl.algorithms.apo import APOConfig
 from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_from
 from lightningrl.datasets import Rows, load_tasks
-from lightningrl.evaluation import ServedModel
+from lightningrl.evaluation.report import ServedModel
 from lightningrl.fit_interrupts import (
     FitInterrupted,
     interrupted_text,

@@ -61,8 +61,8 @@ def _pairs(items: list[str]) -> dict[str, str]:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from lightningrl.evaluating import evaluate
     from lightningrl.evaluation import REPORT_FILE, ServedModel
+    from lightningrl.evaluation.run import evaluate
     from lightningrl.serving.vllm import VllmUnavailable
     from runner.agl import AglAgent
 

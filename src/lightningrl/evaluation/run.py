@@ -1,5 +1,5 @@
 """`evaluate`: an agent x a model x rows -> `EvalReport`, with the processes `fit` starts (see
-`lightningrl.evaluation` for what the report holds and why it matches fit's validation)."""
+`lightningrl.evaluation.report` for what the report holds and why it matches fit's validation)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from lightningrl.datasets import Rows
-from lightningrl.evaluation import REPORT_FILE, EvalReport, ServedModel
+from lightningrl.evaluation.report import REPORT_FILE, EvalReport, ServedModel
 from lightningrl.fitting import fit
 
 
