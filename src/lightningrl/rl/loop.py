@@ -428,7 +428,7 @@ class LightningRL(Algorithm):
             {f"tokens/{k}" if k.startswith("mismatch_") else f"actor/{k}": v for k, v in stats.items()}
         )
         if self._checkpoint_bytes is None:
-            self._checkpoint_bytes = directory_bytes(Path(llm.checkpoint or ""))
+            self._checkpoint_bytes = directory_bytes(Path(llm.checkpoint)) if llm.checkpoint else 0
         check_disk_for_checkpoint(
             self.config.output_dir, self._checkpoint_bytes, self.config.keep_checkpoints
         )
