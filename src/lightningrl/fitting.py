@@ -278,13 +278,13 @@ async def _fit(
     proxy_url = store_url.rstrip("/") + semconv.PROXY_PREFIX
     store = open_store(store_url, tokens.operator if tokens else None, role=Role.ALGORITHM)
     state = StageRun(apo_scoring=scoring(apo))
-    state.trackers = RunTrackers.for_config(cfg) if cfg.trackers else None
 
     def step() -> int:
         return state.current.global_step if state.current is not None else 0
 
     recovery = Recovery(supervisor, store, console, step=step)
     try:
+        state.trackers = RunTrackers.for_config(cfg) if cfg.trackers else None
         llm, launch = await _llm_resource(
             supervisor,
             store,
