@@ -15,9 +15,7 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
-import httpx
 from rich.console import Console
 
 from lightningrl.algorithms.apo import APOConfig
@@ -51,30 +49,25 @@ from lightningrl.processes.supervisor import (
     Supervisor,
     child_env,
     cli_command,
-    port_is_free,
 )
 from lightningrl.result import TrainResult
 from lightningrl.rl.metrics import MetricsLog
 from lightningrl.rl.trackers import RunTrackers
 from lightningrl.rl.update_thread import update_running
 from lightningrl.serving.launch import (
-    DETERMINISTIC_BATCH,
-    INFERENCE_BATCH,
     InferenceEngine,
     InferenceLaunch,
-    start_inference_server,
 )
+from lightningrl.serving.llm_resource import llm_resource
 from lightningrl.serving.reload_token import RELOAD_TOKEN_ENV, reload_token_for_run
 from lightningrl.serving.vllm import check_reloadable, resolve_engine
 from lightningstore import LLM, LightningStore, open_store, semconv
 from lightningstore.auth import ENV_VARS, Role
-from lightningstore.resource import MODE_SAMPLING
 from lightningstore.server.run import free_port
 from runner.credentials import PROVIDER_KEYS
 
 ENGINES = ("auto", "ours", "vllm")
 DEFAULT_OUTPUT_DIR = Path("runs/fit")
-SERVED_MODEL_NAME = "policy"
 T = TypeVar("T")
 """The train mode samples from the model's own distribution: the trainer's log-probs assume it."""
 NOT_FOR_RUNNERS = (
@@ -285,7 +278,7 @@ async def _fit(
     recovery = Recovery(supervisor, store, console, step=step)
     try:
         state.trackers = RunTrackers.for_config(cfg) if cfg.trackers else None
-        llm, launch = await _llm_resource(
+        llm, launch = await llm_resource(
             supervisor,
             store,
             cfg.resource_name,
@@ -494,87 +487,6 @@ async def _served_checkpoint(store: LightningStore, version_id: str | None) -> s
     version = await store.get_resource_version(version_id)
     resource = version.resource if version is not None else None
     return resource.checkpoint if isinstance(resource, LLM) and resource.checkpoint else None
-
-
-async def _answers(endpoint: str) -> bool:
-    """True when an OpenAI-style endpoint lists its models."""
-    try:
-        async with httpx.AsyncClient(timeout=3.0) as client:
-            return (await client.get(endpoint.rstrip("/") + "/models")).is_success
-    except httpx.HTTPError:
-        return False
-
-
-async def _llm_resource(
-    supervisor: Supervisor,
-    store: LightningStore,
-    name: str,
-    model_dir: Path,
-    sampling_by_mode: dict[str, dict[str, Any]],
-    *,
-    deterministic: bool = False,
-    server: InferenceEngine | None = None,
-    served: ServedModel | None = None,
-) -> tuple[LLM, InferenceLaunch | None]:
-    """The LLM being trained, served: a fresh resource on `model_dir`, or the latest version (resume),
-    with an inference server started unless its endpoints already answer (and how it was started).
-    A `served` model (evaluated only) is published as it is, no server started."""
-    batch = DETERMINISTIC_BATCH if deterministic else INFERENCE_BATCH
-    engine = server or InferenceEngine()
-    latest = await store.get_latest_version(name)
-    if served is not None:
-        llm = LLM(endpoints=[served.base_url], model=served.model, sampling_by_mode=sampling_by_mode)
-        if latest is None or latest.resource != llm:
-            await store.add_resource_version(
-                name, llm, created_by="fit", metadata={"fit": "served elsewhere"}
-            )
-        return llm, None
-    if latest is None:
-        launch = InferenceLaunch(str(model_dir), SERVED_MODEL_NAME, free_port(), engine, batch)
-        endpoint = await start_inference_server(supervisor, launch)
-        llm = LLM(
-            endpoints=[endpoint],
-            model=SERVED_MODEL_NAME,
-            checkpoint=str(model_dir),
-            sampling=dict(MODE_SAMPLING["train"]),
-            sampling_by_mode=sampling_by_mode,
-            seed_calls=deterministic,
-        )
-        await store.add_resource_version(name, llm, created_by="fit", artifact=str(model_dir))
-        return llm, launch
-    llm = latest.resource
-    if not isinstance(llm, LLM) or not llm.checkpoint:
-        raise ValueError(
-            f"resource {name!r} in the store must be an LLM with a checkpoint to train, got {llm!r}"
-        )
-    if all([await _answers(e) for e in llm.endpoints]):
-        return llm, None
-    port = _local_port(llm.endpoints)
-    launch = InferenceLaunch(
-        llm.checkpoint, llm.model, port if port and port_is_free(port) else free_port(), engine, batch
-    )
-    endpoint = await start_inference_server(supervisor, launch)
-    if llm.endpoints == [endpoint]:
-        return llm, launch
-    # The old server is gone and its port is taken: a version that only moves the endpoint.
-    moved = llm.model_copy(update={"endpoints": [endpoint]})
-    await store.add_resource_version(
-        name,
-        moved,
-        parent_id=latest.version_id,
-        created_by="fit",
-        artifact=llm.checkpoint,
-        metadata={"fit": "endpoints moved", "previous_endpoints": llm.endpoints},
-    )
-    return moved, launch
-
-
-def _local_port(endpoints: list[str]) -> int | None:
-    """The port of a single 127.0.0.1 endpoint (a previous fit's server, to be restarted there)."""
-    if len(endpoints) != 1:
-        return None
-    parts = urlsplit(endpoints[0])
-    return parts.port if parts.hostname in ("127.0.0.1", "localhost") else None
 
 
 def _start_runners(

@@ -97,7 +97,10 @@ def _agent_of(args: argparse.Namespace) -> LitAgent:
     if not command:
         raise SystemExit("--command must not be empty")
     store_url = args.store if args.store.startswith(("http://", "https://")) else None
-    env, env_map = _pairs(args.env, "--env", "NAME=VALUE"), _pairs(args.env_map, "--env-map", "NAME=PATH")
+    env, env_map = (
+        named_values(args.env, "--env", "NAME=VALUE"),
+        named_values(args.env_map, "--env-map", "NAME=PATH"),
+    )
     try:
         return LocalController(
             command, store_url=store_url, env=env, pass_env=args.pass_env, env_map=env_map, cwd=args.cwd
@@ -106,7 +109,8 @@ def _agent_of(args: argparse.Namespace) -> LitAgent:
         raise SystemExit(f"--pass-env/--env/--env-map: {error}") from None
 
 
-def _pairs(items: list[str], flag: str, shape: str) -> dict[str, str]:
+def named_values(items: list[str], flag: str, shape: str) -> dict[str, str]:
+    """`NAME=VALUE` items as a dict; SystemExit naming the flag for one without `=`."""
     pairs: dict[str, str] = {}
     for item in items:
         name, equals, value = item.partition("=")

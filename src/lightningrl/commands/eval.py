@@ -50,24 +50,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_eval)
 
 
-def _pairs(items: list[str]) -> dict[str, str]:
-    pairs = {}
-    for item in items:
-        name, equals, value = item.partition("=")
-        if not equals:
-            raise ValueError(f"--env-map takes NAME=PATH, got {item!r}")
-        pairs[name] = value
-    return pairs
-
-
 def _eval(args: argparse.Namespace) -> int:
     from lightningrl.evaluation import REPORT_FILE, ServedModel
     from lightningrl.evaluation.run import evaluate
     from lightningrl.serving.vllm import VllmUnavailable
     from runner.agl import AglAgent
+    from runner.command import named_values
 
     try:
-        env_map = _pairs(args.env_map)
+        env_map = named_values(args.env_map, "--env-map", "NAME=PATH")
         if args.agl_class:
             agent = AglAgent(agent_class=args.agl_class, env_map=env_map)
         elif args.command:

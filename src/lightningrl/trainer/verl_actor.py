@@ -132,18 +132,22 @@ class VerlActorTrainer:
         """Current policy's log-prob of every response token, (B, R) (`_compute_old_log_prob`)."""
         return self._score(batch)[0]
 
-    def _score(
-        self, batch: SequenceBatch, *, adapter: bool = True, entropy: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Log-probs of the response tokens and, with `entropy`, the policy's entropy at each (both (B, R),
-        0 on padding), from one forward; `adapter=False` scores the LoRA base (verl's ref path)."""
-        layout = RowLayout.for_one_mini_batch(
+    def _one_mini_batch_layout(self, batch: SequenceBatch) -> RowLayout:
+        """One mini-batch in micro-batches of whole prompt groups (by length without shared prefixes)."""
+        return RowLayout.for_one_mini_batch(
             batch.prompts,
             batch.attention_mask,
             self.ranks,
             self.config.micro_batch_size,
             by_prompt=self.config.shared_prefix,
         )
+
+    def _score(
+        self, batch: SequenceBatch, *, adapter: bool = True, entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs of the response tokens and, with `entropy`, the policy's entropy at each (both (B, R),
+        0 on padding), from one forward; `adapter=False` scores the LoRA base (verl's ref path)."""
+        layout = self._one_mini_batch_layout(batch)
         laid = layout.apply(batch)
         data = to_verl_input(
             laid,
@@ -199,13 +203,7 @@ class VerlActorTrainer:
             # One mini-batch: the rows' order changes nothing in the step (the loss is normalised over the
             # whole mini-batch). Each micro-batch holds whole prompt groups where they fit, so a prompt is
             # computed once (shared prefix); else rows of like lengths, each micro-batch padded less.
-            layout = RowLayout.for_one_mini_batch(
-                batch.prompts,
-                batch.attention_mask,
-                self.ranks,
-                self.config.micro_batch_size,
-                by_prompt=self.config.shared_prefix,
-            )
+            layout = self._one_mini_batch_layout(batch)
         else:
             micro = divisor_at_most(mini_batch // self.ranks, self.config.micro_batch_size)
             layout = RowLayout.in_order(real_rows, real_rows + -real_rows % mini_batch, micro)
