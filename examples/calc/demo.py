@@ -29,7 +29,6 @@ from rich.console import Console  # noqa: E402
 from tasks import SYSTEM, CalcTask, demonstrations, split_tasks, vocabulary  # noqa: E402
 
 from lightningrl import fit  # noqa: E402
-from lightningrl.config import LightningRLConfig  # noqa: E402
 from lightningrl.demos.flags import (  # noqa: E402
     DemoDefaults,
     demo_argument_parser,
@@ -40,6 +39,7 @@ from lightningrl.demos.flags import (  # noqa: E402
 )
 from lightningrl.demos.tinylm import build_tiny_model  # noqa: E402
 from lightningrl.demos.warmup import supervised_warmup  # noqa: E402
+from lightningrl.rl.config import LightningRLConfig  # noqa: E402
 
 
 def as_rows(tasks: list[CalcTask]) -> list[dict]:

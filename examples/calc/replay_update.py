@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo import demo_config, demo_parser  # noqa: E402
 from tasks import OPS, split_tasks, tool_messages  # noqa: E402
 
-from lightningrl.config import LightningRLConfig  # noqa: E402
 from lightningrl.credit import RolloutEvidence, TrainingSequence, assign_credit_to_rollouts, collate  # noqa: E402
 from lightningrl.models.adapter import model_config  # noqa: E402
 from lightningrl.rl.advantages import compute_advantages  # noqa: E402
+from lightningrl.rl.config import LightningRLConfig  # noqa: E402
 from lightningrl.rl.step_checkpoints import step_checkpoint  # noqa: E402
 from lightningrl.trainer import build_trainer  # noqa: E402
 from lightningstore import open_store  # noqa: E402

@@ -6,19 +6,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lightningrl.config import LightningRLConfig
+    from lightningrl.evaluating import evaluate
     from lightningrl.evaluation import EvalReport, ServedModel
-    from lightningrl.evaluation.run import evaluate
     from lightningrl.fitting import FitInterrupted, fit
     from lightningrl.models import cached_model, check_checkpoint, export_checkpoint, import_model
     from lightningrl.result import TrainResult
+    from lightningrl.rl.config import LightningRLConfig
     from runner import AglAgent, emit_reward, rollout
 
 # Lazy: `import lightningrl` must stay cheap (the CLI and runner processes import it).
 _EXPORTS = {
     "fit": "lightningrl.fitting",
     "FitInterrupted": "lightningrl.fitting",
-    "LightningRLConfig": "lightningrl.config",
+    "LightningRLConfig": "lightningrl.rl.config",
     "TrainResult": "lightningrl.result",
     "rollout": "runner",
     "emit_reward": "runner",
@@ -27,7 +27,7 @@ _EXPORTS = {
     "cached_model": "lightningrl.models",
     "export_checkpoint": "lightningrl.models",
     "AglAgent": "runner",
-    "evaluate": "lightningrl.evaluation.run",
+    "evaluate": "lightningrl.evaluating",
     "EvalReport": "lightningrl.evaluation",
     "ServedModel": "lightningrl.evaluation",
 }

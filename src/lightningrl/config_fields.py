@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightningrl.config import LightningRLConfig
+from lightningrl.rl.config import LightningRLConfig
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from rich.console import Console
 from algorithm import Evaluate, Task
 from lightningrl.algorithms.apo import APO, APOConfig, APOResult
 from lightningrl.algorithms.sft import SFT
-from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import dataclass_from_dict, replaced_from_dict
 from lightningrl.curation import Curation, probe
 from lightningrl.evaluation.report import EvalReport, eval_stage
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.metrics import MetricsLog
 from lightningrl.rl.trackers import RunTrackers

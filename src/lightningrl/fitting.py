@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from lightningrl.algorithms.apo import APOConfig
-from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_from
 from lightningrl.datasets import Rows, load_tasks
 from lightningrl.evaluation.report import ServedModel
@@ -51,6 +50,7 @@ from lightningrl.processes.supervisor import (
     cli_command,
 )
 from lightningrl.result import TrainResult
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.metrics import MetricsLog
 from lightningrl.rl.trackers import RunTrackers
 from lightningrl.rl.update_thread import update_running

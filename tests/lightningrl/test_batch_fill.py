@@ -15,8 +15,8 @@ import pytest
 from rich.console import Console
 
 from algorithm import RolloutOutcome, Task
-from lightningrl.config import LightningRLConfig
 from lightningrl.rl.batch_fill import BatchFill, SliceRates, is_informative, rollout_signal
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.task_draw import TaskDraw
 from lightningstore import Reward, Rollout, RolloutConfig, RolloutMode, RolloutStatus, SqlStore

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from algorithm import Task
-from lightningrl.config import LightningRLConfig
 from lightningrl.release import stop_reason
 from lightningrl.release.spans import KIND_ATTRIBUTES
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningstore import LLM, RewardIn, Rollout, SpanIn, SqlStore, semconv
 from lightningstore.gate import GatePolicy, ProtectedCase, gate_records

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_fields, config_from, parse_field_text
+from lightningrl.rl.config import LightningRLConfig
 
 
 def test_nested_dicts_become_the_config() -> None:

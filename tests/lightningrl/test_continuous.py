@@ -145,7 +145,7 @@ async def test_staleness_follows_the_parent_chain(tmp_path: Path) -> None:
 
 async def test_freshness_skips_stale_and_unversioned_rollouts(tmp_path: Path) -> None:
     from algorithm import Task
-    from lightningrl.config import LightningRLConfig
+    from lightningrl.rl.config import LightningRLConfig
     from lightningrl.rl.loop import LightningRL
 
     store = SqlStore(tmp_path / "store.db")

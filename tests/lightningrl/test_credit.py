@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 import torch
 
-from lightningrl.config import LightningRLConfig
 from lightningrl.credit import (
     CreditReport,
     RolloutEvidence,
@@ -15,6 +14,7 @@ from lightningrl.credit import (
     assign_credit_to_rollouts,
     collate,
 )
+from lightningrl.rl.config import LightningRLConfig
 from lightningstore import semconv
 from lightningstore.llm_call import llm_call_attributes, span_name
 from lightningstore.llm_record import CallRecord

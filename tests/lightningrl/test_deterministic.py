@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from algorithm import Task
-from lightningrl.config import LightningRLConfig
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningstore import SqlStore
 

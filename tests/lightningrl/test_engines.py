@@ -14,8 +14,8 @@ from engine_stack import TOOL_QUESTION, TOOLS, Live, require_vllm_python, serve
 from transformers import AutoTokenizer
 
 from lightningrl.cli import main as cli_main
-from lightningrl.config import LightningRLConfig
 from lightningrl.demos.tinylm import build_tiny_model
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.serving import create_app
 from lightningrl.serving.endpoint import VllmEndpoint, sync_weights
 from lightningrl.serving.tool_calls import parse_tool_calls

@@ -18,9 +18,9 @@ from proc_state import alive as _alive
 
 import lightningrl.fitting as fit_module
 from lightningrl import TrainResult, fit
-from lightningrl.config import LightningRLConfig
 from lightningrl.config_fields import config_from
 from lightningrl.demos.tinylm import build_tiny_model
+from lightningrl.rl.config import LightningRLConfig
 from lightningstore import SqlStore
 
 CONFIG = {

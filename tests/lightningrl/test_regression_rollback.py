@@ -16,9 +16,9 @@ from rich.console import Console
 from transformers import AutoModelForCausalLM
 
 from algorithm import Task
-from lightningrl.config import LightningRLConfig
 from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.local_stack import local_stack
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningstore import LLM, SqlStore
 from runner import Runner

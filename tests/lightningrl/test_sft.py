@@ -14,9 +14,9 @@ from toy_ab import toy_tasks, warm_ab_model
 from transformers import AutoModelForCausalLM
 
 from lightningrl.algorithms.sft import SFT, SFT_KEY, nll_advantages, sft_config
-from lightningrl.config import LightningRLConfig
 from lightningrl.credit import RolloutEvidence, TrainingSequence, assign_credit_to_rollouts, collate
 from lightningrl.demos.tinylm import build_tiny_model
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.trainer import TrainerConfig, VerlActorTrainer, reference_optimizer, response_log_probs
 from lightningstore import rewards_of_rollouts, spans_of_rollouts
 

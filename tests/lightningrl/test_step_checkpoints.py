@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lightningrl.config import LightningRLConfig
 from lightningrl.rl import step_checkpoints
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.step_checkpoints import (
     check_disk_for_checkpoint,
     directory_bytes,

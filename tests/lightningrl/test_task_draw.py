@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from algorithm import Task
-from lightningrl.config import LightningRLConfig
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.task_draw import TaskDraw
 from lightningstore import SqlStore

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tracker_files import mlflow_runs, tensorboard_scalars, tensorboard_texts, wandb_run
 
-from lightningrl.config import LightningRLConfig
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.metrics import MetricsLog
 from lightningrl.rl.trackers import RunTrackers, mlflow_name
 

@@ -19,10 +19,10 @@ from openai import AsyncOpenAI
 from rich.console import Console
 
 from algorithm import Task
-from lightningrl.config import LightningRLConfig
 from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.local_stack import local_stack
 from lightningrl.release import build_receipt, check_receipt
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningrl.trainer.config import TrainerConfig
 from lightningstore import LLM, SqlStore

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from algorithm import RolloutOutcome, Task
-from lightningrl.config import LightningRLConfig
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.rl.advantages import AdvantageResult
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
 from lightningrl.trainer.protocol import Trainer

@@ -51,8 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from lightningrl.evaluating import evaluate
     from lightningrl.evaluation import REPORT_FILE, ServedModel
-    from lightningrl.evaluation.run import evaluate
     from lightningrl.serving.vllm import VllmUnavailable
     from runner.agl import AglAgent
     from runner.command import named_values

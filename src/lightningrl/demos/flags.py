@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightningrl.config import LightningRLConfig
 from lightningrl.demos.warmup import WarmupConfig
 from lightningrl.result import TrainResult
 from lightningrl.rl.advantages import BASELINES, AdvantageConfig
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.trainer.config import TrainerConfig
 from lightningrl.trainer.loss import PolicyLossConfig
 

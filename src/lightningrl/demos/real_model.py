@@ -15,7 +15,6 @@ from typing import Any
 
 from rich.console import Console
 
-from lightningrl.config import LightningRLConfig
 from lightningrl.demos.flags import (
     add_advantage_flags,
     advantage_config,
@@ -24,6 +23,7 @@ from lightningrl.demos.flags import (
 )
 from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 from lightningrl.rl.advantages import AdvantageConfig
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.trainer.config import TrainerConfig
 
 

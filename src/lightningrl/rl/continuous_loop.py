@@ -10,11 +10,11 @@ from typing import Any, Protocol
 
 from algorithm import RolloutOutcome, Task
 from algorithm.base import primary_reward
-from lightningrl.config import LightningRLConfig
 from lightningrl.credit import CreditReport, TrainingSequence
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
 from lightningrl.rl.baseline import RUNNING_BASELINES, RunningBaseline
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.continuous import (
     CUTOFF_KEY,
     SKIPPED_MARK,

@@ -16,7 +16,6 @@ from rich.markup import escape
 from algorithm import Algorithm, Evaluate, RolloutOutcome, Task
 from algorithm.evaluate import EvaluationResult
 from lightningrl.accounting import token_row
-from lightningrl.config import LightningRLConfig
 from lightningrl.credit import (
     CreditReport,
     RolloutEvidence,
@@ -30,6 +29,7 @@ from lightningrl.release.plan_filing import file_run_plan
 from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult, compute_advantages
 from lightningrl.rl.batch_fill import BatchFill, StepFill
+from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.continuous import VersionLineage, skip_counts
 from lightningrl.rl.continuous_loop import ContinuousTraining
 from lightningrl.rl.decisions import first_decisions_row
