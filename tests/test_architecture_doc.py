@@ -102,3 +102,67 @@ def test_every_path_and_module_the_doc_names_exists() -> None:
     missing = [t for t in named_paths if not _exists_as_suffix(t, paths)]
     missing += [t for t in named_modules if not _dotted_exists(t)]
     assert not missing, f"docs/architecture.md names what is not in the repository: {missing}"
+
+
+def _calls_in_order(path: str, function: str) -> list[str]:
+    """The names `function` (`Class.method` or a module-level function) in `src/path` calls, in source
+    order: `f(...)` and `x.f(...)` give `f`, `self.f(...)` gives `self.f`; a function handed to a call
+    (`to_thread(x.f, ...)`) counts as called there."""
+    import ast
+
+    tree = ast.parse((ROOT / "src" / path).read_text())
+    owner, _, name = function.rpartition(".")
+    scope: ast.AST = tree
+    if owner:
+        scope = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner)
+    body = next(
+        n
+        for n in ast.iter_child_nodes(scope)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name
+    )
+    calls = [n for n in ast.walk(body) if isinstance(n, ast.Call)]
+    calls.sort(key=lambda n: (n.lineno, n.col_offset))
+    names = []
+    for call in calls:
+        if isinstance(call.func, ast.Name):
+            names.append(call.func.id)
+        elif isinstance(call.func, ast.Attribute):
+            own = isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
+            names.append(f"self.{call.func.attr}" if own else call.func.attr)
+        names += [arg.attr for arg in call.args if isinstance(arg, ast.Attribute)]
+    return names
+
+
+def _in_order(calls: list[str], expected: list[str]) -> bool:
+    positions = [calls.index(name) if name in calls else -1 for name in expected]
+    return -1 not in positions and positions == sorted(positions)
+
+
+def test_the_step_flows_as_the_doc_tells_it() -> None:
+    """ "One rollout, from enqueue to a weight update", steps 6-9, held against the code: the doc names
+    each step's function in the order the loop calls them, and the loop calls them in that order."""
+    text = DOC.read_text()
+    section = text[text.index("## One rollout, from enqueue to a weight update") :]
+    section = section[: section.index("\n## ", 1)]
+    steps = {
+        title: body
+        for title, body in re.findall(
+            r"^\d+\. \*\*([\w ]+)\.\*\*(.*?)(?=^\d+\. \*\*|\Z)", section, re.M | re.S
+        )
+    }
+    assert list(steps)[5:9] == ["Collect", "Credit", "Update", "Publish"], list(steps)
+    for title, names in {
+        "Collect": ["query_spans_many", "rl/batch_fill.py"],
+        "Credit": ["lightningrl.credit.assign_credit"],
+        "Update": ["rl_step", "rl/step.py", "collate", "compute_advantages", "train_step"],
+        "Publish": ["serving.endpoint.sync_weights"],
+    }.items():
+        missing = [name for name in names if f"`{name}`" not in steps[title]]
+        assert not missing, f"step {title} no longer names {missing}"
+    run = _calls_in_order("lightningrl/rl/loop.py", "LightningRL.run")
+    assert _in_order(run, ["self._fill_batch", "self.collect", "self.update"]), run
+    assert "assign_credit_to_rollouts" in _calls_in_order("lightningrl/rl/loop.py", "LightningRL.collect")
+    update = _calls_in_order("lightningrl/rl/loop.py", "LightningRL.update")
+    assert _in_order(update, ["rl_step", "save_checkpoint", "self.publish", "self._sync_servers"]), update
+    step = _calls_in_order("lightningrl/rl/step.py", "rl_step")
+    assert _in_order(step, ["collate", "compute_advantages", "train_step"]), step

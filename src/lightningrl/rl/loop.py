@@ -21,23 +21,23 @@ from lightningrl.credit import (
     RolloutEvidence,
     TrainingSequence,
     assign_credit_to_rollouts,
-    collate,
 )
-from lightningrl.credit.batch import SequenceBatch, batchable
+from lightningrl.credit.batch import SequenceBatch
 from lightningrl.models.adapter import model_config
 from lightningrl.release.plan_filing import file_run_plan
 from lightningrl.release.stop import stop_reason
-from lightningrl.rl.advantages import AdvantageResult, compute_advantages
+from lightningrl.rl.advantages import AdvantageResult
 from lightningrl.rl.batch_fill import BatchFill, StepFill
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.continuous import VersionLineage, skip_counts
 from lightningrl.rl.continuous_loop import ContinuousTraining
 from lightningrl.rl.decisions import first_decisions_row
 from lightningrl.rl.health import health_lines, step_health
-from lightningrl.rl.metrics import MetricsLog, dropped_sequences_row, outcome_metrics, plot_reward_curve
+from lightningrl.rl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
 from lightningrl.rl.policy_servers import PolicyServers
 from lightningrl.rl.progress import StepProgress, step_info
 from lightningrl.rl.regression_guard import RegressionGuard, Validated
+from lightningrl.rl.step import rl_step
 from lightningrl.rl.step_checkpoints import (
     check_disk_for_checkpoint,
     checkpoints_dir,
@@ -48,7 +48,6 @@ from lightningrl.rl.step_checkpoints import (
 )
 from lightningrl.rl.task_draw import TaskDraw
 from lightningrl.rl.trackers import RunTrackers
-from lightningrl.rl.update_thread import run_update
 from lightningrl.trainer.protocol import Trainer
 from lightningstore import (
     LLM,
@@ -396,37 +395,22 @@ class LightningRL(Algorithm):
         metadata: dict[str, Any] | None = None,
         reload: bool = True,
     ) -> dict[str, Any]:
-        """Advantages (`config.advantage`'s unless given) -> one verl actor update -> checkpoint -> publish a
-        candidate (with `metadata` beside the step's own) -> reload servers (unless `reload` is False:
-        the caller does it later, with `_sync_servers`)."""
+        """One RL step (`rl/step.py`: advantages, `config.advantage`'s unless given, and the actor
+        update) -> checkpoint -> publish a candidate (with `metadata` beside the step's own) -> reload
+        servers (unless `reload` is False: the caller does it later, with `_sync_servers`)."""
         assert self.trainer is not None and self.version is not None
-        if not sequences:
-            return {"update/skipped": 1, "update/reason": "no sequences"}
-        # A sequence sampled at another temperature than the batch's cannot be scored with it: dropped
-        # and counted, where one agent's odd call would otherwise end the run.
-        sequences, dropped = batchable(sequences)
-        dropped_row = dropped_sequences_row(sequences, dropped)
-        if not sequences:
-            return {"update/skipped": 1, "update/reason": "no batchable sequences", **dropped_row}
-        batch = collate(sequences, pad_token_id=self._pad_token_id(llm))
-        adv = advantages(batch) if advantages else compute_advantages(batch, self.config.advantage)
-        row: dict[str, Any] = {
-            "update/sequences": len(batch),
-            "update/groups": adv.groups,
-            "update/dropped_groups": adv.dropped_groups,
-            **dropped_row,
-        }
-        if not bool(adv.keep.any()):
-            row.update({"update/skipped": 1, "update/reason": "every group had equal rewards"})
-            return row
         t0 = time.perf_counter()
-        trainer, kept = self.trainer, batch.select(adv.keep)
-        stats = await run_update(
-            lambda: trainer.train_step(kept, adv.advantages[adv.keep]), step=step, console=self.console
+        row = await rl_step(
+            step,
+            sequences,
+            self.trainer,
+            self.config.advantage,
+            pad_token_id=self._pad_token_id(llm),
+            console=self.console,
+            advantages=advantages,
         )
-        row.update(
-            {f"tokens/{k}" if k.startswith("mismatch_") else f"actor/{k}": v for k, v in stats.items()}
-        )
+        if row.get("update/skipped"):
+            return row
         if self._checkpoint_bytes is None:
             self._checkpoint_bytes = directory_bytes(Path(llm.checkpoint)) if llm.checkpoint else 0
         check_disk_for_checkpoint(
