@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lightningstore.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from lightningrl.evaluating import evaluate
@@ -15,22 +16,25 @@ if TYPE_CHECKING:
     from runner import AglAgent, emit_reward, rollout
 
 # Lazy: `import lightningrl` must stay cheap (the CLI and runner processes import it).
-_EXPORTS = {
-    "fit": "lightningrl.fitting",
-    "FitInterrupted": "lightningrl.fitting",
-    "LightningRLConfig": "lightningrl.rl.config",
-    "TrainResult": "lightningrl.result",
-    "rollout": "runner",
-    "emit_reward": "runner",
-    "import_model": "lightningrl.models",
-    "check_checkpoint": "lightningrl.models",
-    "cached_model": "lightningrl.models",
-    "export_checkpoint": "lightningrl.models",
-    "AglAgent": "runner",
-    "evaluate": "lightningrl.evaluating",
-    "EvalReport": "lightningrl.evaluation",
-    "ServedModel": "lightningrl.evaluation",
-}
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "fit": "lightningrl.fitting",
+        "FitInterrupted": "lightningrl.fitting",
+        "LightningRLConfig": "lightningrl.rl.config",
+        "TrainResult": "lightningrl.result",
+        "rollout": "runner",
+        "emit_reward": "runner",
+        "import_model": "lightningrl.models",
+        "check_checkpoint": "lightningrl.models",
+        "cached_model": "lightningrl.models",
+        "export_checkpoint": "lightningrl.models",
+        "AglAgent": "runner",
+        "evaluate": "lightningrl.evaluating",
+        "EvalReport": "lightningrl.evaluation",
+        "ServedModel": "lightningrl.evaluation",
+    },
+)
 
 __all__ = [
     "AglAgent",
@@ -48,11 +52,3 @@ __all__ = [
     "import_model",
     "rollout",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'lightningrl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value

@@ -1,13 +1,42 @@
-"""runner: run an existing agent against a LightningStore (claim, trace, reward, finish), unchanged."""
+"""runner: run an existing agent against a LightningStore (claim, trace, reward, finish), unchanged.
 
-from runner.agent import FunctionAgent, LitAgent, rollout
-from runner.agl import AglAgent
-from runner.context import AttemptContext, agent_name, current_attempt
-from runner.progress import RunnerSummary
-from runner.resources import AgentResources, ResolvedLLM
-from runner.reward import emit_reward
-from runner.runner import Runner, runner_name_prefix
-from runner.trace import trace
+Every name is imported on first use: the agent's own API (`emit_reward`, `@rollout`, `agent_name`)
+loads neither the OpenTelemetry SDK nor the store's models; the `Runner` that executes agents does.
+"""
+
+from typing import TYPE_CHECKING
+
+from lightningstore.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from runner.agent import FunctionAgent, LitAgent, rollout
+    from runner.agl import AglAgent
+    from runner.context import AttemptContext, agent_name, current_attempt
+    from runner.progress import RunnerSummary
+    from runner.resources import AgentResources, ResolvedLLM
+    from runner.reward import emit_reward
+    from runner.runner import Runner, runner_name_prefix
+    from runner.step_spans import trace
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "AgentResources": "runner.resources",
+        "AglAgent": "runner.agl",
+        "AttemptContext": "runner.context",
+        "FunctionAgent": "runner.agent",
+        "LitAgent": "runner.agent",
+        "ResolvedLLM": "runner.resources",
+        "Runner": "runner.runner",
+        "RunnerSummary": "runner.progress",
+        "agent_name": "runner.context",
+        "current_attempt": "runner.context",
+        "emit_reward": "runner.reward",
+        "rollout": "runner.agent",
+        "runner_name_prefix": "runner.runner",
+        "trace": "runner.step_spans",
+    },
+)
 
 __all__ = [
     "AgentResources",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-from runner.resources import AgentResources
+if TYPE_CHECKING:
+    from runner.resources import AgentResources
 
 RolloutResult = None | float | dict[str, float]
 

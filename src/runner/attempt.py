@@ -28,8 +28,8 @@ from runner.context import AttemptContext, attempt_scope
 from runner.resources import AgentResources, ResourceSetCache, build_resources, resolve_versions
 from runner.reward import emit_reward, rewards_from_result
 from runner.sink import SpanSink
+from runner.step_spans import record_error
 from runner.threads import run_in_daemon_thread
-from runner.trace import record_error
 from runner.tracer import AttemptTracer
 
 log = logging.getLogger("runner.attempt")

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runner.agent_name import agent_name, current_agent_name
+from runner.agent_label import agent_name, current_agent_name
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer

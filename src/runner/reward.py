@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lightningstore import RewardIn
 from lightningstore.semconv import (
     REWARD_NAME,
     REWARD_SPAN_NAME,
@@ -16,6 +15,9 @@ from lightningstore.semconv import (
     REWARD_VALUE,
 )
 from runner.context import AttemptContext, require_attempt
+
+if TYPE_CHECKING:
+    from lightningstore import RewardIn
 
 PRIMARY_REWARD = "reward"
 
@@ -38,6 +40,8 @@ def emit_reward(
         context = require_attempt("emit_reward")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"reward {name!r} must be a finite number, got {value!r}")
+    from lightningstore.reward import RewardIn  # here: the agent's import of emit_reward stays light
+
     reward = RewardIn(
         rollout_id=context.rollout_id,
         attempt_id=context.attempt_id,

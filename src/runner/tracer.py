@@ -14,7 +14,7 @@ from opentelemetry.trace import Tracer
 
 from lightningstore import AttemptStatus, IllegalTransitionError, LightningStore, NotFoundError, RewardIn
 from lightningstore.semconv import AGENT_NAME, ATTEMPT_ID, ROLLOUT_ID
-from runner.agent_name import current_agent_name
+from runner.agent_label import current_agent_name
 from runner.sink import SpanSink
 from runner.span_convert import to_span_in
 

@@ -10,7 +10,7 @@ import pytest
 from lightningrl.rl.decisions import first_decision, first_decisions_row, parse_summary, summarize
 from lightningstore import semconv
 from lightningstore.span import Span
-from runner.trace import ARGUMENTS
+from runner.step_spans import ARGUMENTS
 
 SEARCH_SCHEMA = {
     "type": "function",

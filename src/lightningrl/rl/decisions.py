@@ -17,7 +17,7 @@ from typing import Any
 from lightningrl.credit.calls import is_llm_span
 from lightningstore import semconv
 from lightningstore.span import Span
-from runner.trace import ARGUMENTS as TRACE_ARGUMENTS
+from runner.step_spans import ARGUMENTS as TRACE_ARGUMENTS
 
 TOP = 3
 """Decisions named in a row's summary; the others are counted together (`+N`)."""

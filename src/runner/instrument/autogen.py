@@ -12,7 +12,7 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 from lightningstore.semconv import AGENT_NAME, STEP_SPAN_PREFIX
 from runner.context import current_attempt
 from runner.resources import ResolvedLLM
-from runner.trace import RESULT, TRACE_KIND, truncate
+from runner.step_spans import RESULT, TRACE_KIND, truncate
 
 SAMPLING_ARGS = (
     "temperature",

@@ -17,7 +17,7 @@ from opentelemetry.trace import Span
 
 from lightningstore.semconv import STEP_SPAN_PREFIX, TOOL_SPAN_PREFIX
 from runner.context import AttemptContext, current_attempt
-from runner.trace import ARGUMENTS, RESULT, TRACE_KIND, record_error, to_text
+from runner.step_spans import ARGUMENTS, RESULT, TRACE_KIND, record_error, to_text
 
 LLM_MODEL = "lightningrl.langchain.model"
 LLM_STEP_PREFIX = STEP_SPAN_PREFIX + "llm."

@@ -23,7 +23,7 @@ from lightningstore.llm_call import request_attributes, response_attributes, spa
 from lightningstore.llm_record import CallRecord, Kind
 from lightningstore.semconv import is_proxy_url
 from runner.context import AttemptContext, current_agent_name, current_attempt
-from runner.trace import record_error
+from runner.step_spans import record_error
 
 SYSTEM = "openai"  # the gen_ai.system of calls made with the openai client
 
