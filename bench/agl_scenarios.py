@@ -41,8 +41,8 @@ from store_vs_agl import spread  # noqa: E402
 from store_workers import fresh_pg_database, postgres, start  # noqa: E402
 
 from lightningstore import RolloutRequest, SpanIn  # noqa: E402
-from lightningstore.client import StoreClient  # noqa: E402
-from lightningstore.reward import RewardIn  # noqa: E402
+from lightningstore.client.store_client import StoreClient  # noqa: E402
+from lightningstore.data.reward import RewardIn  # noqa: E402
 
 WAIT_PATH = "/v1/rollouts/wait"
 

@@ -41,7 +41,7 @@ from store_http import _free_port, start_server  # noqa: E402
 from workload import make_spans  # noqa: E402
 
 from lightningstore import RewardIn, RolloutRequest  # noqa: E402
-from lightningstore.client import StoreClient  # noqa: E402
+from lightningstore.client.store_client import StoreClient  # noqa: E402
 
 MIB = 1024 * 1024
 

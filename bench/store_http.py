@@ -24,7 +24,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workload import WorkloadResult, run_workload  # noqa: E402
 
-from lightningstore.client import StoreClient  # noqa: E402
+from lightningstore.client.store_client import StoreClient  # noqa: E402
 from lightningstore.server.run import free_port as _free_port
 
 

@@ -36,7 +36,7 @@ from shape import percentile, span_attributes  # noqa: E402
 from store_http import _free_port, start_server  # noqa: E402
 
 from lightningstore import RolloutRequest, SpanIn  # noqa: E402
-from lightningstore.client import StoreClient  # noqa: E402
+from lightningstore.client.store_client import StoreClient  # noqa: E402
 
 MIX = (("enqueue", 1), ("dequeue", 1), ("add_span", 6), ("finish", 1), ("query_spans", 1))
 

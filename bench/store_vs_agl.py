@@ -39,7 +39,7 @@ from shape import drive, percentile, process_cpu_seconds  # noqa: E402
 from store_http import _free_port, start_server  # noqa: E402
 
 from lightningstore import LightningStore, SpanIn  # noqa: E402
-from lightningstore.client import StoreClient  # noqa: E402
+from lightningstore.client.store_client import StoreClient  # noqa: E402
 from lightningstore.sql import SqlStore  # noqa: E402
 from runner.runner import MAX_IDLE_POLL_SECONDS  # noqa: E402
 

@@ -36,7 +36,7 @@ from shape import drive  # noqa: E402
 from store_http import _free_port  # noqa: E402
 from store_vs_agl import OurAdapter, spread  # noqa: E402
 
-from lightningstore.client import StoreClient  # noqa: E402
+from lightningstore.client.store_client import StoreClient  # noqa: E402
 
 
 def cpu_seconds(procs: list[psutil.Process]) -> float:

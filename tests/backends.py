@@ -153,7 +153,7 @@ class LiveServer:
 @asynccontextmanager
 async def http_backend(tmp_path: Path, pg_server: Callable[[], str]) -> AsyncIterator[LightningStore]:
     """A StoreClient talking to a real server process over a SQLite file."""
-    from lightningstore.client import StoreClient
+    from lightningstore.client.store_client import StoreClient
 
     server = LiveServer(tmp_path / "store.db", tmp_path / "server.log").start()
     client = StoreClient(server.url)

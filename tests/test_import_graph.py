@@ -201,12 +201,12 @@ def test_lightningstore_layers_point_down() -> None:
 
 def test_the_checker_sees_a_module_pointing_up() -> None:
     graph = {
-        "lightningstore.client": {"lightningstore.server.schemas", "lightningstore.store"},
+        "lightningstore.client.store_client": {"lightningstore.server.schemas", "lightningstore.store"},
         "lightningstore.gate.routes": {"lightningstore.server.auth", "lightningstore.auth.tokens"},
-        "lightningstore.server.app": {"lightningstore.gate.routes", "lightningstore.client"},
+        "lightningstore.server.app": {"lightningstore.gate.routes", "lightningstore.client.store_client"},
     }
     assert _upward_arrows(graph) == [
-        "lightningstore.client imports lightningstore.server.schemas",
+        "lightningstore.client.store_client imports lightningstore.server.schemas",
         "lightningstore.gate.routes imports lightningstore.server.auth",
     ]
 

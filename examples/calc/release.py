@@ -49,7 +49,7 @@ from lightningrl.release import (  # noqa: E402
 )
 from lightningrl.release.selection import task_id_of  # noqa: E402
 from lightningstore import LLM, LightningStore, ResourceVersion, Rollout, RolloutMode, SqlStore  # noqa: E402
-from lightningstore.client import StoreClient  # noqa: E402
+from lightningstore.client.store_client import StoreClient  # noqa: E402
 from lightningstore.gate import (  # noqa: E402
     CanaryLimits,
     CanaryRun,

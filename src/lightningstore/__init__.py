@@ -9,9 +9,25 @@ from typing import TYPE_CHECKING
 from lightningstore.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from lightningstore.attempt import Attempt, AttemptedRollout
     from lightningstore.batch_read import rewards_of_rollouts, spans_of_rollouts
-    from lightningstore.client import StoreClient
+    from lightningstore.client.store_client import StoreClient
+    from lightningstore.data.attempt import Attempt, AttemptedRollout
+    from lightningstore.data.resource import (
+        LLM,
+        Pointer,
+        PointerMove,
+        PromptTemplate,
+        Resource,
+        ResourceSet,
+        ResourceVersion,
+    )
+    from lightningstore.data.reward import Reward, RewardIn
+    from lightningstore.data.rollout import Rollout, RolloutConfig, RolloutRequest
+    from lightningstore.data.span import Span, SpanEvent, SpanIn, SpanStatus
+    from lightningstore.data.statistics import StoreStatistics
+    from lightningstore.data.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+    from lightningstore.data.unset import UNSET
+    from lightningstore.data.worker import Worker
     from lightningstore.errors import (
         ConflictError,
         IllegalTransitionError,
@@ -21,63 +37,47 @@ if TYPE_CHECKING:
         StoreError,
     )
     from lightningstore.open import open_store
-    from lightningstore.resource import (
-        LLM,
-        Pointer,
-        PointerMove,
-        PromptTemplate,
-        Resource,
-        ResourceSet,
-        ResourceVersion,
-    )
-    from lightningstore.reward import Reward, RewardIn
-    from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
-    from lightningstore.span import Span, SpanEvent, SpanIn, SpanStatus
     from lightningstore.sql import SqlStore
-    from lightningstore.statistics import StoreStatistics
-    from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
     from lightningstore.store import MAX_READ_IDS, LightningStore
-    from lightningstore.unset import UNSET
-    from lightningstore.worker import Worker
 
 __getattr__ = lazy_exports(
     __name__,
     {
-        "Attempt": "lightningstore.attempt",
-        "AttemptStatus": "lightningstore.status",
-        "AttemptedRollout": "lightningstore.attempt",
+        "Attempt": "lightningstore.data.attempt",
+        "AttemptStatus": "lightningstore.data.status",
+        "AttemptedRollout": "lightningstore.data.attempt",
         "ConflictError": "lightningstore.errors",
         "IllegalTransitionError": "lightningstore.errors",
         "InvalidInputError": "lightningstore.errors",
-        "LLM": "lightningstore.resource",
+        "LLM": "lightningstore.data.resource",
         "LightningStore": "lightningstore.store",
         "MAX_READ_IDS": "lightningstore.store",
         "NotFoundError": "lightningstore.errors",
         "PermissionDeniedError": "lightningstore.errors",
-        "Pointer": "lightningstore.resource",
-        "PointerMove": "lightningstore.resource",
-        "PromptTemplate": "lightningstore.resource",
-        "Resource": "lightningstore.resource",
-        "ResourceSet": "lightningstore.resource",
-        "ResourceVersion": "lightningstore.resource",
-        "Reward": "lightningstore.reward",
-        "RewardIn": "lightningstore.reward",
-        "Rollout": "lightningstore.rollout",
-        "RolloutConfig": "lightningstore.rollout",
-        "RolloutMode": "lightningstore.status",
-        "RolloutRequest": "lightningstore.rollout",
-        "RolloutStatus": "lightningstore.status",
-        "Span": "lightningstore.span",
-        "SpanEvent": "lightningstore.span",
-        "SpanIn": "lightningstore.span",
-        "SpanStatus": "lightningstore.span",
+        "Pointer": "lightningstore.data.resource",
+        "PointerMove": "lightningstore.data.resource",
+        "PromptTemplate": "lightningstore.data.resource",
+        "Resource": "lightningstore.data.resource",
+        "ResourceSet": "lightningstore.data.resource",
+        "ResourceVersion": "lightningstore.data.resource",
+        "Reward": "lightningstore.data.reward",
+        "RewardIn": "lightningstore.data.reward",
+        "Rollout": "lightningstore.data.rollout",
+        "RolloutConfig": "lightningstore.data.rollout",
+        "RolloutMode": "lightningstore.data.status",
+        "RolloutRequest": "lightningstore.data.rollout",
+        "RolloutStatus": "lightningstore.data.status",
+        "Span": "lightningstore.data.span",
+        "SpanEvent": "lightningstore.data.span",
+        "SpanIn": "lightningstore.data.span",
+        "SpanStatus": "lightningstore.data.span",
         "SqlStore": "lightningstore.sql",
-        "StoreClient": "lightningstore.client",
+        "StoreClient": "lightningstore.client.store_client",
         "StoreError": "lightningstore.errors",
-        "StoreStatistics": "lightningstore.statistics",
-        "UNSET": "lightningstore.unset",
-        "Worker": "lightningstore.worker",
-        "WorkerStatus": "lightningstore.status",
+        "StoreStatistics": "lightningstore.data.statistics",
+        "UNSET": "lightningstore.data.unset",
+        "Worker": "lightningstore.data.worker",
+        "WorkerStatus": "lightningstore.data.status",
         "open_store": "lightningstore.open",
         "rewards_of_rollouts": "lightningstore.batch_read",
         "spans_of_rollouts": "lightningstore.batch_read",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from lightningstore.data.reward import Reward
+from lightningstore.data.span import Span
 from lightningstore.errors import InvalidInputError
-from lightningstore.reward import Reward
-from lightningstore.span import Span
 from lightningstore.store import MAX_READ_ATTRIBUTES, MAX_READ_IDS, LightningStore
 
 MAX_ATTRIBUTE_KEY_LENGTH = 200

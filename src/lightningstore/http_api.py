@@ -9,11 +9,11 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lightningstore.resource import Pointer, Resource
-from lightningstore.reward import RewardIn
-from lightningstore.rollout import RolloutConfig
-from lightningstore.span import SpanIn
-from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+from lightningstore.data.resource import Pointer, Resource
+from lightningstore.data.reward import RewardIn
+from lightningstore.data.rollout import RolloutConfig
+from lightningstore.data.span import SpanIn
+from lightningstore.data.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
 from lightningstore.store import MAX_CLAIM_WAIT_SECONDS, MAX_READ_ATTRIBUTES, MAX_READ_IDS
 
 MAX_INT = 2**62

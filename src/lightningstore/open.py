@@ -31,7 +31,7 @@ def open_store(
     `max_retries` overrides the client's default. A SqlStore is direct, trusted access: no token.
     """
     if target.startswith(("http://", "https://")):
-        from lightningstore.client import StoreClient
+        from lightningstore.client.store_client import StoreClient
 
         if not token and role is not None:
             token = _role_token(role)

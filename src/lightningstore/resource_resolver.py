@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from lightningstore.resource import ResourceSet, ResourceVersion
+from lightningstore.data.resource import ResourceSet, ResourceVersion
 from lightningstore.store import LightningStore
 
 SetLookup = Callable[[str], Awaitable[ResourceSet | None]]

@@ -4,7 +4,7 @@ Conventions for every method:
 - Times are float seconds since the epoch, taken from the store's clock.
 - An id that names nothing raises `NotFoundError` (never returns a half result), except the
   `get_*` lookups documented to return None and the span and reward queries, which answer [].
-- A status change the state machine (lightningstore.status) forbids raises
+- A status change the state machine (lightningstore.data.status) forbids raises
   `IllegalTransitionError` and changes nothing.
 - Invalid arguments raise `InvalidInputError` naming the field; nothing stored changes. JSON
   values stored as given (a rollout's input, metadata, resources) may not hold what JSON cannot
@@ -18,15 +18,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Literal, Unpack
 
-from lightningstore.attempt import Attempt, AttemptedRollout
-from lightningstore.errors import InvalidInputError
-from lightningstore.resource import PointerMove, Resource, ResourceSet, ResourceVersion
-from lightningstore.reward import Reward, RewardIn
-from lightningstore.rollout import Rollout, RolloutConfig, RolloutOptions, RolloutRequest
-from lightningstore.span import Span, SpanIn
-from lightningstore.statistics import StoreStatistics
-from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
-from lightningstore.store_request import (
+from lightningstore.data.attempt import Attempt, AttemptedRollout
+from lightningstore.data.resource import PointerMove, Resource, ResourceSet, ResourceVersion
+from lightningstore.data.reward import Reward, RewardIn
+from lightningstore.data.rollout import Rollout, RolloutConfig, RolloutOptions, RolloutRequest
+from lightningstore.data.span import Span, SpanIn
+from lightningstore.data.statistics import StoreStatistics
+from lightningstore.data.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+from lightningstore.data.store_request import (
     AttemptFinish,
     AttemptUpdate,
     PointerMoveRequest,
@@ -39,8 +38,9 @@ from lightningstore.store_request import (
     VersionRequest,
     WorkerUpdate,
 )
-from lightningstore.unset import UNSET, Unset
-from lightningstore.worker import Worker
+from lightningstore.data.unset import UNSET, Unset
+from lightningstore.data.worker import Worker
+from lightningstore.errors import InvalidInputError
 
 __all__ = ["MAX_READ_ATTRIBUTES", "MAX_READ_IDS", "LightningStore", "RolloutSortKey"]
 
@@ -74,7 +74,7 @@ class LightningStore(ABC):
         the stored rollout unchanged (ConflictError if its input differs). `resources_id`, when
         given, must name a stored resource set (NotFoundError otherwise).
         `options` are `mode` (default `train`), `resources_id`, `config`, `metadata` and `group_id`
-        (lightningstore.rollout.RolloutOptions).
+        (lightningstore.data.rollout.RolloutOptions).
         """
         (rollout,) = await self.enqueue_many_rollouts(
             [RolloutRequest.of(input, rollout_id=rollout_id, **options)]

@@ -40,7 +40,7 @@ def emit_reward(
         context = require_attempt("emit_reward")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"reward {name!r} must be a finite number, got {value!r}")
-    from lightningstore.reward import RewardIn  # here: the agent's import of emit_reward stays light
+    from lightningstore.data.reward import RewardIn  # here: the agent's import of emit_reward stays light
 
     reward = RewardIn(
         rollout_id=context.rollout_id,

@@ -32,13 +32,13 @@ def runner_name_prefix(pid: int, host: str | None = None) -> str:
 
 def _remote_base_url(store: LightningStore) -> str | None:
     """The server URL when `store` is a StoreClient, else None."""
-    from lightningstore.client import StoreClient
+    from lightningstore.client.store_client import StoreClient
 
     return store.base_url if isinstance(store, StoreClient) else None
 
 
 def _client_authorization(store: LightningStore) -> str | None:
-    from lightningstore.client import StoreClient
+    from lightningstore.client.store_client import StoreClient
 
     return store.auth_headers.get("authorization") if isinstance(store, StoreClient) else None
 

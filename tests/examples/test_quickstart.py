@@ -25,14 +25,14 @@ from train import SYSTEM, add, agent, multiply  # noqa: E402
 
 CONFIG = {
     "steps": 1,
-    "tasks_per_step": 4,
+    "tasks_per_step": 2,
     "rollouts_per_task": 8,
     "balance_by": "op",
     "max_fill_rounds": 0,  # no extra round: a bounded test (the sums bench measures the refills)
 }
 # A short warm-up may leave one tool far likelier than the other (once, at 4 steps and 2 tasks x 4
-# rollouts: `multiply` for every question, every group's rewards equal, no update): 6 steps, and 4
-# groups of 8 rollouts at the train temperature, so that some rollouts disagree. (At temperature 1.5
+# rollouts: `multiply` for every question, every group's rewards equal, no update): 6 steps, and
+# groups of 8 rollouts at the train temperature (one per operation), so that some rollouts disagree. (At temperature 1.5
 # every answer call garbled its number: all 32 failed alike.)
 SAMPLING = {"val": {"temperature": 0.0}}
 
@@ -140,7 +140,7 @@ def test_one_rl_step_of_the_quickstart_agent_on_the_real_model(tmp_path: Path, r
         answered += called is not None
     assert compared >= len(spans) // 2 and answered >= 4, (compared, answered, len(spans))
     train_ids = [r.rollout_id for r in store.rollouts if str(getattr(r.mode, "value", r.mode)) == "train"]
-    assert len(train_ids) == int(float(step["sample/rollouts"])) == 32  # 4 groups of 8, no refill round
+    assert len(train_ids) == int(float(step["sample/rollouts"])) == 16  # 2 groups of 8, no refill round
     assert all(store.rewards[i] for i in train_ids)
     # The update changed the weights.
     checkpoint = sorted((tmp_path / "run" / "checkpoints").glob("*/model.safetensors"))[-1]

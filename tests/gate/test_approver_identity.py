@@ -15,7 +15,7 @@ from algorithm import Task
 from lightningrl.release import approve, check_receipt, file_plan, tasks_snapshot
 from lightningstore import PermissionDeniedError, PromptTemplate, SqlStore
 from lightningstore.auth import TokenConfig
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.gate import CheckName, CheckStatus, EvidenceKind, GatePolicy, gate_records
 from lightningstore.server import build_app
 

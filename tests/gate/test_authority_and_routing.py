@@ -12,7 +12,7 @@ from openai import AsyncOpenAI
 
 from lightningrl.release import CanaryTask, build_receipt, production_run, rollback
 from lightningstore import LLM, PermissionDeniedError, SqlStore
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.gate import (
     Approval,
     Basis,

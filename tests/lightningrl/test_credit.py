@@ -16,10 +16,10 @@ from lightningrl.credit import (
 )
 from lightningrl.rl.config import LightningRLConfig
 from lightningstore import semconv
+from lightningstore.data.reward import Reward
+from lightningstore.data.span import Span
 from lightningstore.llm_call import llm_call_attributes, span_name
 from lightningstore.llm_record import CallRecord
-from lightningstore.reward import Reward
-from lightningstore.span import Span
 
 _seq = iter(range(1, 1_000_000))
 

@@ -9,7 +9,7 @@ import pytest
 
 from lightningrl.rl.decisions import first_decision, first_decisions_row, parse_summary, summarize
 from lightningstore import semconv
-from lightningstore.span import Span
+from lightningstore.data.span import Span
 from runner.step_spans import ARGUMENTS
 
 SEARCH_SCHEMA = {

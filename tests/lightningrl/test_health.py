@@ -13,6 +13,7 @@ from lightningrl.rl.health import (
     held_out_fell,
     no_signal,
     sharpening,
+    slice_fell,
     step_health,
 )
 from lightningrl.rl.metrics import informative_shares, outcome_metrics
@@ -158,6 +159,26 @@ def test_held_out_falling_below_its_best_names_the_slice_that_fell_furthest() ->
     assert texts(held_out_fell(rows)) == ["held-out fell 0.48 → 0.33 since step 2 (kind=born 0.50 → 0.10)"]
     rows[4]["val/success"] = 0.41  # within 0.1 of the best
     assert held_out_fell(rows) == []
+
+
+def test_one_slice_falling_while_the_others_rise_is_named_with_its_first_decisions() -> None:
+    """Calculator seed 0 of issue 52's invocation: plus 1.00 -> 0.68 while the whole rose 0.33 -> 0.89."""
+    rows = [
+        {"step": 0, "val/success": 0.33, "val/success[op=plus]": 1.0, "val/success[op=minus]": 0.0},
+        *steps(
+            {"decision/first[op=plus]": "add:3 sub:3 +1"}, {"decision/first[op=plus]": "mul:5 sub:2 add:1"}
+        ),
+    ]
+    rows[-1].update({"val/success": 0.89, "val/success[op=plus]": 0.68, "val/success[op=minus]": 1.0})
+    assert texts(slice_fell(rows)) == [
+        "op=plus: held-out fell 1.00 → 0.68 since step 0 while the whole held-out is 0.89: the updates of "
+        "the other slices moved a choice they share (first decisions at step 2: mul 5, sub 2, add 1)"
+    ]
+    assert held_out_fell(rows) == []  # the whole rose
+    rows[-1]["val/success[op=plus]"] = 0.85  # within 0.2 of its best
+    assert slice_fell(rows) == []
+    rows[-1].update({"val/success": 0.2, "val/success[op=plus]": 0.3})  # the whole fell: held_out_fell's line
+    assert slice_fell(rows) == [] and held_out_fell(rows)
 
 
 # ---- first decision collapse ---------------------------------------------------------------------------

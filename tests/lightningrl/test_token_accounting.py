@@ -18,7 +18,7 @@ from lightningrl.models import cached_model
 from lightningrl.serving.tool_calls import template_messages
 from lightningrl.serving.tool_prompt import render_chat
 from lightningstore import semconv
-from lightningstore.span import Span
+from lightningstore.data.span import Span
 
 _seq = itertools.count(1)
 

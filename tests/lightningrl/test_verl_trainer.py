@@ -30,8 +30,8 @@ from lightningrl.trainer.batch_layout import (
 )
 from lightningrl.trainer.loss import PolicyLossConfig
 from lightningstore import semconv
-from lightningstore.reward import Reward
-from lightningstore.span import Span
+from lightningstore.data.reward import Reward
+from lightningstore.data.span import Span
 
 VOCAB = 128
 

@@ -10,7 +10,7 @@ from conftest import _serve_in_thread
 
 from lightningstore import AttemptStatus, SqlStore
 from lightningstore.auth import TokenConfig
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.server import build_app
 from runner import AgentResources, Runner, emit_reward, rollout, trace
 from runner.sink import OtlpSink

@@ -20,7 +20,7 @@ from lightningrl.fitting import NOT_FOR_RUNNERS
 from lightningrl.processes.supervisor import Supervisor
 from lightningstore import AttemptStatus
 from lightningstore.auth import verify_agent_key
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from runner import AgentResources, ResolvedLLM
 from runner.controllers import LocalController, attempt_environment
 from runner.controllers.environment import SAFE_BASE, local_environment

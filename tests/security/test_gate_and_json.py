@@ -17,7 +17,7 @@ from backends import LiveServer
 from lightningrl.cli import main
 from lightningrl.release import build_receipt
 from lightningstore import PromptTemplate
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.gate import (
     Approval,
     Basis,

@@ -27,10 +27,10 @@ from lightningrl.credit.batch import batchable
 from lightningrl.rl.metrics import dropped_sequences_row
 from lightningstore import LLM, AttemptedRollout, SqlStore, semconv
 from lightningstore.auth import TokenConfig, agent_key
+from lightningstore.data.reward import Reward
+from lightningstore.data.span import Span
 from lightningstore.proxy import ProxyConfig
-from lightningstore.reward import Reward
 from lightningstore.server import build_app
-from lightningstore.span import Span
 
 SECRET = "integrity-agent-secret"
 TOKENS = {"admin": "admin-token", "algorithm": "algo-token", "runner": "runner-token"}

@@ -19,7 +19,7 @@ from backends import LiveServer
 from lightningrl.local_stack import serve_app
 from lightningstore import LLM, AttemptedRollout, SpanIn, SqlStore, semconv
 from lightningstore.auth import TokenConfig
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.errors import QuotaExceededError
 from lightningstore.server import build_app
 from lightningstore.server.attempt_quota import AttemptQuota

@@ -9,7 +9,7 @@ from backends import LiveServer
 
 from lightningstore import SqlStore
 from lightningstore.auth import TokenConfig
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.server import build_app
 
 TOKENS = {

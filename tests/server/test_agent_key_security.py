@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from lightningrl.credit import llm_calls
 from lightningstore import AttemptedRollout, semconv
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 
 ADMIN, RUNNER, SECRET = "sec-admin", "sec-runner", "sec-agent-secret"
 TRAINING_ATTRIBUTES: dict[str, Any] = {

@@ -176,7 +176,7 @@ def test_refuses_public_host_without_tokens(tmp_path) -> None:
 async def test_live_server_reads_tokens_from_env_and_file(tmp_path) -> None:
     from backends import LiveServer
 
-    from lightningstore.client import StoreClient
+    from lightningstore.client.store_client import StoreClient
 
     (tmp_path / "tokens.json").write_text('{"runner": "file-runner"}')
     server = LiveServer(

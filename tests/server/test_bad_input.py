@@ -15,7 +15,7 @@ from lightningstore import (
     NotFoundError,
     StoreError,
 )
-from lightningstore.client import StoreClient, error_from_response
+from lightningstore.client.store_client import StoreClient, error_from_response
 from lightningstore.server import build_app
 
 

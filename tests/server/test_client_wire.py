@@ -1,4 +1,4 @@
-"""The StoreClient's own HTTP/1.1 transport (lightningstore.client_wire) against raw asyncio servers."""
+"""The StoreClient's own HTTP/1.1 transport (lightningstore.client.wire) against raw asyncio servers."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
-from lightningstore.client import StoreClient
-from lightningstore.client_wire import WirePool
+from lightningstore.client.http_errors import StoreUnavailableError
+from lightningstore.client.store_client import StoreClient
+from lightningstore.client.wire import WirePool
 from lightningstore.errors import NotFoundError
-from lightningstore.http_errors import StoreUnavailableError
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -28,11 +28,11 @@ from backends import (
 )
 from starlette.requests import Request
 
-from lightningstore.client import StoreClient
-from lightningstore.reward import RewardIn
-from lightningstore.rollout import RolloutRequest
+from lightningstore.client.store_client import StoreClient
+from lightningstore.data.reward import RewardIn
+from lightningstore.data.rollout import RolloutRequest
+from lightningstore.data.span import SpanIn
 from lightningstore.server.error_handlers import answer_error
-from lightningstore.span import SpanIn
 from lightningstore.sql.database import CommitOutcomeUnknownError, SqlDatabase
 
 ROUNDS = 60

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from backends import LiveServer
 
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.server import build_app
 from lightningstore.server.json_guard import MAX_JSON_DEPTH, json_refusal
 

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from lightningstore import SqlStore, StoreError
 from lightningstore.auth import TokenConfig, agent_key
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.server import build_app
 from lightningstore.server import run as server_run
 from lightningstore.server.rate_limit import RateLimiter
@@ -185,7 +185,7 @@ async def test_store_client_waits_retry_after_then_succeeds(
         clock.advance(seconds)
         await real_sleep(0)
 
-    monkeypatch.setattr("lightningstore.client.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("lightningstore.client.store_client.asyncio.sleep", fake_sleep)
     rollout = await store_client.enqueue_rollout("once")  # not idempotent: still safe, 429 never ran it
     assert store_client.retries == 1 and slept[0] >= 2.0  # Retry-After: 2
     assert [r.rollout_id for r in await sql_store.query_rollouts()] == [rollout.rollout_id]

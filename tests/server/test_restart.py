@@ -7,7 +7,7 @@ import asyncio
 from backends import LiveServer
 
 from lightningstore import SpanIn, SqlStore
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 
 STREAMS, BATCHES, PER_BATCH = 5, 10, 10  # 500 spans
 

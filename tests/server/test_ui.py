@@ -24,7 +24,7 @@ from ui_demo_store import STEPS, DemoStore, build_demo_store
 from lightningrl.cli import main
 from lightningrl.processes.supervisor import child_env
 from lightningstore import SqlStore
-from lightningstore.span import Span
+from lightningstore.data.span import Span
 
 CHROMIUM = os.environ.get("LIGHTNINGRL_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"

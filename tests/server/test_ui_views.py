@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from lightningstore import PromptTemplate, SqlStore
-from lightningstore.reward import Reward
+from lightningstore.data.reward import Reward
+from lightningstore.data.span import Span
 from lightningstore.server.ui.resource_view import resource_chains
 from lightningstore.server.ui.templating import visible
 from lightningstore.server.ui.waterfall import build_waterfall
-from lightningstore.span import Span
 
 
 def span(span_id: str, name: str, start: float, end: float, parent: str | None = None, seq: int = 0, **attrs):  # noqa: ANN003

@@ -245,7 +245,7 @@ async def _attempt_in(store: LightningStore, status: AttemptStatus) -> tuple[str
 
 @pytest.mark.parametrize("source", ATTEMPT_STATES)
 async def test_attempt_transition_table(store: LightningStore, source: AttemptStatus) -> None:
-    from lightningstore.status import ATTEMPT_TRANSITIONS
+    from lightningstore.data.status import ATTEMPT_TRANSITIONS
 
     for target in ATTEMPT_STATES:
         if target == source:
@@ -293,7 +293,7 @@ async def _rollout_in(store: LightningStore, status: RolloutStatus) -> str:
 
 @pytest.mark.parametrize("source", list(RolloutStatus))
 async def test_rollout_transition_table(store: LightningStore, source: RolloutStatus) -> None:
-    from lightningstore.status import ROLLOUT_TRANSITIONS
+    from lightningstore.data.status import ROLLOUT_TRANSITIONS
 
     for target in RolloutStatus:
         if target == source:

@@ -12,7 +12,7 @@ import psutil
 from backends import LiveServer, create_pg_database, drop_pg_database
 
 from lightningstore import RolloutRequest
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 
 
 def test_two_processes_claim_every_rollout_exactly_once(pg_server, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from lightningrl.accounting.drift import DriftCounts, retokenization_drift
 from lightningrl.accounting.mismatch import logprob_mismatch
 from lightningrl.credit.report import CreditReport
-from lightningstore.span import Span
+from lightningstore.data.span import Span
 
 __all__ = ["DriftCounts", "logprob_mismatch", "retokenization_drift", "token_row", "tokenizer_of"]
 

@@ -23,7 +23,7 @@ from lightningrl.credit.calls import llm_calls
 from lightningrl.serving.tool_calls import template_messages
 from lightningrl.serving.tool_prompt import forced_call_prefix, render_chat, renders_tools
 from lightningstore import semconv
-from lightningstore.span import Span
+from lightningstore.data.span import Span
 
 
 @dataclass

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from lightningrl.credit.calls import LlmCall, llm_calls
 from lightningrl.credit.report import CreditReport
 from lightningrl.credit.sequence import TrainingSequence
-from lightningstore.reward import Reward
-from lightningstore.span import Span
+from lightningstore.data.reward import Reward
+from lightningstore.data.span import Span
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from lightningstore import semconv
-from lightningstore.span import Span
+from lightningstore.data.span import Span
 
 DEFAULT_TEMPERATURE = 1.0
 N = TypeVar("N", int, float)

@@ -9,8 +9,8 @@ from typing import Protocol
 from lightningrl.credit.assign import assign_credit
 from lightningrl.credit.report import CreditReport
 from lightningrl.credit.sequence import TrainingSequence
-from lightningstore.reward import Reward
-from lightningstore.span import Span
+from lightningstore.data.reward import Reward
+from lightningstore.data.span import Span
 
 
 class CreditSettings(Protocol):

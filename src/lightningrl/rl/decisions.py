@@ -16,7 +16,7 @@ from typing import Any
 
 from lightningrl.credit.calls import is_llm_span
 from lightningstore import semconv
-from lightningstore.span import Span
+from lightningstore.data.span import Span
 from runner.step_spans import ARGUMENTS as TRACE_ARGUMENTS
 
 TOP = 3

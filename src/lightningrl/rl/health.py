@@ -2,7 +2,8 @@
 
 Each rule reads the rows so far (one per step, as `MetricsLog` keeps them) and names what it finds:
 rollouts that made no model call or posted no reward, no signal in a slice, entropy collapsing while
-success falls, train reward rising while held-out does not (sharpening), held-out falling, the first
+success falls, train reward rising while held-out does not (sharpening), held-out falling (or one
+slice of it while the others rise), the first
 decision collapsing onto one choice. A line's `key`
 (rule and slice) stays the same while the problem lasts, so a loop announces each problem once.
 """
@@ -169,6 +170,41 @@ def held_out_fell(rows: Sequence[Row]) -> list[HealthLine]:
     return [HealthLine("held_out_fell", text)]
 
 
+def slice_fell(rows: Sequence[Row]) -> list[HealthLine]:
+    """A held-out slice `SLICE_FELL` or more below its best earlier value while the whole held-out did not
+    fall as far (`held_out_fell` names that): the updates that taught the other slices moved a choice
+    the slices share. The slice's first decisions at the last step say which way."""
+    held_out = _indexed(rows, "val/success")
+    if len(held_out) < 2:
+        return []
+    last_index, last = held_out[-1]
+    best_overall = max(value for _, value in held_out[:-1])
+    if best_overall - last >= HELD_OUT_FELL:
+        return []
+    lines = []
+    for scope in _slices([rows[i] for i, _ in held_out], "val/success"):
+        column = _column("val/success", scope)
+        earlier = [
+            (v, i) for i, r in enumerate(rows[:last_index]) if (v := _number(r.get(column))) is not None
+        ]
+        now = _number(rows[last_index].get(column))
+        if not earlier or now is None:
+            continue
+        best, best_index = max(earlier, key=lambda item: (item[0], -item[1]))
+        if best - now < SLICE_FELL:
+            continue
+        text = (
+            f"{scope}: held-out fell {best:.2f} → {now:.2f} since step {_step(rows[best_index])} while "
+            f"the whole held-out is {last:.2f}: the updates of the other slices moved a choice they share"
+        )
+        trained = [r for r in _trained(rows) if _decisions(r, scope)]
+        if trained:
+            chosen = ", ".join(f"{name} {count}" for name, count in _decisions(trained[-1], scope))
+            text += f" (first decisions at step {_step(trained[-1])}: {chosen})"
+        lines.append(HealthLine(f"slice_fell/{scope}", text))
+    return lines
+
+
 def decision_collapse(rows: Sequence[Row]) -> list[HealthLine]:
     """The first decision, varied at an earlier step, is now one choice for every rollout: of every slice
     (one line), else of a slice whose train success is at most `COLLAPSED_SLICE_SUCCESS`."""
@@ -239,6 +275,7 @@ RULES: tuple[Callable[[Sequence[Row]], list[HealthLine]], ...] = (
     entropy_collapse,
     sharpening,
     held_out_fell,
+    slice_fell,
     decision_collapse,
 )
 

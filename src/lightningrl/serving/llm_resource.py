@@ -20,7 +20,7 @@ from lightningrl.serving.launch import (
     start_inference_server,
 )
 from lightningstore import LLM, LightningStore
-from lightningstore.resource import MODE_SAMPLING
+from lightningstore.data.resource import MODE_SAMPLING
 from lightningstore.server.run import free_port
 
 SERVED_MODEL_NAME = "policy"

@@ -11,8 +11,8 @@ from lightningstore.errors import NotFoundError, PermissionDeniedError
 from lightningstore.semconv import LLM_TRAINING_ATTRIBUTES
 
 if TYPE_CHECKING:
-    from lightningstore.attempt import Attempt
-    from lightningstore.span import SpanIn
+    from lightningstore.data.attempt import Attempt
+    from lightningstore.data.span import SpanIn
     from lightningstore.store import LightningStore
 
 

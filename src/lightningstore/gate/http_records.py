@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, TypeAdapter
 
-from lightningstore.client import StoreClient
+from lightningstore.client.store_client import StoreClient
 from lightningstore.errors import NotFoundError
 from lightningstore.gate.evaluator import Evaluator
 from lightningstore.gate.evidence import Evidence, EvidenceKind, EvidenceRecord

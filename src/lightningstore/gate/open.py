@@ -8,7 +8,7 @@ from lightningstore.store import LightningStore
 
 def gate_records(store: LightningStore) -> GateRecords:
     """SqlGateRecords for a SqlStore, HttpGateRecords for a StoreClient."""
-    from lightningstore.client import StoreClient
+    from lightningstore.client.store_client import StoreClient
     from lightningstore.sql import SqlStore
 
     if isinstance(store, SqlStore):

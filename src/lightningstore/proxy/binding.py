@@ -6,11 +6,11 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from lightningstore.attempt import Attempt
+from lightningstore.data.attempt import Attempt
+from lightningstore.data.resource import LLM, ResourceVersion
 from lightningstore.errors import NotFoundError
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
-from lightningstore.resource import LLM, ResourceVersion
 from lightningstore.resource_resolver import ResourceResolutionError, resolve
 from lightningstore.store import LightningStore
 

@@ -12,8 +12,8 @@ from typing import NamedTuple
 from urllib.parse import unquote
 
 from lightningstore import semconv
+from lightningstore.data.status import RolloutMode
 from lightningstore.proxy.request import Kind
-from lightningstore.status import RolloutMode
 
 _KINDS: dict[str, Kind] = {"/chat/completions": "chat", "/completions": "completion"}
 _SUFFIXES = (semconv.OPENAI_SUFFIX, semconv.AGL_OPENAI_SUFFIX)

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightningstore import semconv
+from lightningstore.data.span import SpanIn, SpanStatus
 from lightningstore.llm_call import llm_call_attributes, span_name
 from lightningstore.llm_record import CallRecord
 from lightningstore.proxy.binding import BoundLLM
 from lightningstore.proxy.request import CallRequest
-from lightningstore.span import SpanIn, SpanStatus
 
 SERVICE_NAME = "lightningstore.proxy"
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")

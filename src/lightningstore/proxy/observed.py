@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from lightningstore.data.resource import LLM
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.proxy.request import JSON, CallRequest
-from lightningstore.resource import LLM
 
 REASON_CHARS = 300
 # The model is passed on its own and streaming is answered by the gateway (`as_chunk`); the agent's

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from lightningstore.data.resource import LLM
 from lightningstore.llm_record import JSON, Kind
 from lightningstore.proxy.errors import ProxyError
-from lightningstore.resource import LLM
 
 # Keys that choose where a call goes or with which credentials (litellm reads them as such). They
 # belong to the LLM resource and the server's environment, never to the agent: refused for every

@@ -8,11 +8,11 @@ from typing import Any
 
 import orjson
 
+from lightningstore.data.resource import LLM
 from lightningstore.llm_record import JSON, Kind
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.proxy.params import check_limits, forwarded
-from lightningstore.resource import LLM
 
 
 @dataclass(frozen=True)

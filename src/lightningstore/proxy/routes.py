@@ -11,10 +11,10 @@ import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` pa
 from lightningstore import semconv
 from lightningstore.auth.bearer import CallerDep, current_caller
 from lightningstore.auth.tokens import Caller, Role
+from lightningstore.data.status import RolloutMode
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.proxy.gateway import Gateway, authorize
 from lightningstore.proxy.request import Kind
-from lightningstore.status import RolloutMode
 
 _IDS = {"rollout_id": "{rollout_id:id}", "attempt_id": "{attempt_id:id}", "mode": "{mode}"}
 CALL = semconv.PROXY_CALL_PATH.format(**_IDS)

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from lightningstore.client_wire import WirePool, WireResponse
+from lightningstore.client.wire import WirePool, WireResponse
 from lightningstore.llm_record import CallRecord
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError

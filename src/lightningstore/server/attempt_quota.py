@@ -24,10 +24,10 @@ from starlette.responses import Response
 from starlette.types import Message, Receive
 
 from lightningstore.auth.tokens import Caller
+from lightningstore.data.span import Span, SpanIn
 from lightningstore.errors import QuotaExceededError
 from lightningstore.server.body_limit import BodyRefused
 from lightningstore.server.error_handlers import error_response
-from lightningstore.span import Span, SpanIn
 from lightningstore.store import LightningStore
 
 CODE = QuotaExceededError.code

@@ -18,9 +18,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from pydantic import ValidationError
 
+from lightningstore.data.span import SpanEvent, SpanIn, SpanStatus
 from lightningstore.errors import InvalidInputError
 from lightningstore.semconv import ATTEMPT_ID, ROLLOUT_ID
-from lightningstore.span import SpanEvent, SpanIn, SpanStatus
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

@@ -20,12 +20,12 @@ from pydantic import Field, TypeAdapter
 
 import lightningstore.auth.raw_path  # noqa: F401  (registers the `{name:id}` path convertor)
 from lightningstore import semconv
-from lightningstore.attempt import Attempt, AttemptedRollout
+from lightningstore.data.attempt import Attempt, AttemptedRollout
+from lightningstore.data.rollout import Rollout, RolloutRequest
+from lightningstore.data.span import Span, SpanIn
 from lightningstore.http_api import DequeueBody, UpdateAttemptBody
-from lightningstore.rollout import Rollout, RolloutRequest
 from lightningstore.server.routes import attempts, events, resources, rollouts, system, telemetry
 from lightningstore.server.routes import otlp as otlp_routes
-from lightningstore.span import Span, SpanIn
 
 
 @dataclass(frozen=True)

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from lightningstore.attempt import Attempt
-from lightningstore.attempt_end import ending_status, owned_rewards
+from lightningstore.data.attempt import Attempt
+from lightningstore.data.attempt_end import ending_status, owned_rewards
+from lightningstore.data.rollout import RolloutConfig
+from lightningstore.data.status import AttemptStatus, WorkerStatus
+from lightningstore.data.store_request import AttemptFinish, AttemptUpdate
+from lightningstore.data.unset import UNSET
 from lightningstore.errors import IllegalTransitionError, InvalidInputError, NotFoundError
 from lightningstore.finite import refuse_non_finite
-from lightningstore.rollout import RolloutConfig
 from lightningstore.sql import statements, tables
 from lightningstore.sql.database import parse_enum
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.span_writer import SpanBatch
-from lightningstore.status import AttemptStatus, WorkerStatus
-from lightningstore.store_request import AttemptFinish, AttemptUpdate
-from lightningstore.unset import UNSET
 
 
 class SqlAttempts(SqlPart):

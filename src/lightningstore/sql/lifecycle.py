@@ -6,19 +6,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lightningstore.attempt import Attempt, AttemptedRollout
-from lightningstore.errors import ConflictError, NotFoundError
-from lightningstore.rollout import Rollout
-from lightningstore.sql import statements, tables
-from lightningstore.sql.database import SqlDatabase, new_id
-from lightningstore.sql.rows import attempt_from_row, rollout_from_row
-from lightningstore.status import (
+from lightningstore.data.attempt import Attempt, AttemptedRollout
+from lightningstore.data.rollout import Rollout
+from lightningstore.data.status import (
     AttemptStatus,
     RolloutStatus,
     WorkerStatus,
     check_attempt_transition,
     check_rollout_transition,
 )
+from lightningstore.errors import ConflictError, NotFoundError
+from lightningstore.sql import statements, tables
+from lightningstore.sql.database import SqlDatabase, new_id
+from lightningstore.sql.rows import attempt_from_row, rollout_from_row
 
 _ATTEMPT_COLUMNS = tuple(column.key for column in tables.attempts.c)
 _ROLLOUT_COLUMNS = tuple(column.key for column in tables.rollouts.c)

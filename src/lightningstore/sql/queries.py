@@ -8,19 +8,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lightningstore.attempt import Attempt
 from lightningstore.batch_read import checked_attempt, checked_attributes, distinct_ids
+from lightningstore.data.attempt import Attempt
+from lightningstore.data.reward import Reward
+from lightningstore.data.rollout import Rollout
+from lightningstore.data.span import Span
+from lightningstore.data.status import RolloutMode, RolloutStatus
+from lightningstore.data.store_request import RolloutQuery, SpanQuery, SpansManyQuery
 from lightningstore.errors import InvalidInputError
-from lightningstore.reward import Reward
-from lightningstore.rollout import Rollout
-from lightningstore.span import Span
 from lightningstore.sql import statements, tables
 from lightningstore.sql.database import parse_enum
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.prepared import Prepared
 from lightningstore.sql.rows import attempt_from_row, reward_from_row, rollout_from_row, span_from_row
-from lightningstore.status import RolloutMode, RolloutStatus
-from lightningstore.store_request import RolloutQuery, SpanQuery, SpansManyQuery
 
 SORT_COLUMNS = {"enqueue_time", "start_time", "end_time", "rollout_id", "status"}
 

@@ -7,14 +7,14 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
 
+from lightningstore.data.resource import Pointer, PointerMove, Resource, ResourceSet, ResourceVersion
+from lightningstore.data.store_request import PointerMoveRequest, ResourcesRequest, VersionRequest
 from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
 from lightningstore.finite import refuse_non_finite
-from lightningstore.resource import Pointer, PointerMove, Resource, ResourceSet, ResourceVersion
 from lightningstore.sql import tables
 from lightningstore.sql.database import new_id
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import pointer_move_from_row, version_from_row
-from lightningstore.store_request import PointerMoveRequest, ResourcesRequest, VersionRequest
 
 _resource_adapter: TypeAdapter[Any] = TypeAdapter(Resource)
 

@@ -9,19 +9,19 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import ValidationError
 
-from lightningstore.attempt import AttemptedRollout
+from lightningstore.data.attempt import AttemptedRollout
+from lightningstore.data.rollout import Rollout, RolloutConfig, RolloutRequest
+from lightningstore.data.status import RolloutStatus, check_rollout_transition
+from lightningstore.data.store_request import RolloutUpdate
+from lightningstore.data.unset import UNSET
 from lightningstore.errors import ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError
 from lightningstore.finite import refuse_non_finite
-from lightningstore.rollout import Rollout, RolloutConfig, RolloutRequest
 from lightningstore.sql import statements, tables
 from lightningstore.sql.claim_signal import CLAIM_POLL_SECONDS
 from lightningstore.sql.database import new_id, parse_enum
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import rollout_from_row
-from lightningstore.status import RolloutStatus, check_rollout_transition
 from lightningstore.store import check_claim_wait
-from lightningstore.store_request import RolloutUpdate
-from lightningstore.unset import UNSET
 
 WAIT_COALESCE_SECONDS = 0.05
 """After a change wakes `wait_for_rollouts`, how long it lets further changes gather before re-reading."""

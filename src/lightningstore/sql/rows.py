@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lightningstore.attempt import Attempt
-from lightningstore.resource import PointerMove, ResourceVersion
-from lightningstore.reward import Reward
-from lightningstore.rollout import Rollout
-from lightningstore.span import Span
-from lightningstore.worker import Worker
+from lightningstore.data.attempt import Attempt
+from lightningstore.data.resource import PointerMove, ResourceVersion
+from lightningstore.data.reward import Reward
+from lightningstore.data.rollout import Rollout
+from lightningstore.data.span import Span
+from lightningstore.data.worker import Worker
 
 Row = Mapping[str, Any]
 

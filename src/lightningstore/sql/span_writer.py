@@ -9,14 +9,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from lightningstore.data.reward import Reward, RewardIn
+from lightningstore.data.span import Span, SpanIn
+from lightningstore.data.status import AttemptStatus
 from lightningstore.errors import ConflictError, InvalidInputError, NotFoundError
-from lightningstore.reward import Reward, RewardIn
-from lightningstore.span import Span, SpanIn
 from lightningstore.sql import statements
 from lightningstore.sql.database import SqlDatabase, new_id
 from lightningstore.sql.lifecycle import SqlLifecycle
 from lightningstore.sql.rows import Row, reward_from_row, span_from_row
-from lightningstore.status import AttemptStatus
 
 SpanKey = tuple[str, str]
 """(attempt_id, span_id): what makes a span unique."""

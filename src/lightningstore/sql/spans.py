@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lightningstore.reward import Reward, RewardIn
-from lightningstore.span import Span, SpanIn
+from lightningstore.data.reward import Reward, RewardIn
+from lightningstore.data.span import Span, SpanIn
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.span_writer import SpanBatch
 

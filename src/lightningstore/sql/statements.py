@@ -14,9 +14,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from lightningstore.data.status import TERMINAL_ATTEMPT, AttemptStatus, RolloutStatus
 from lightningstore.sql import tables
 from lightningstore.sql.prepared import Prepared
-from lightningstore.status import TERMINAL_ATTEMPT, AttemptStatus, RolloutStatus
 
 R, A, S, W = tables.rollouts, tables.attempts, tables.spans, tables.workers
 _b = sa.bindparam

@@ -6,17 +6,17 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from lightningstore.data.statistics import StoreStatistics
+from lightningstore.data.status import WorkerStatus
+from lightningstore.data.store_request import WorkerUpdate
+from lightningstore.data.unset import UNSET
+from lightningstore.data.worker import Worker
 from lightningstore.errors import InvalidInputError
 from lightningstore.finite import refuse_non_finite
 from lightningstore.sql import statements, tables
 from lightningstore.sql.database import parse_enum
 from lightningstore.sql.part import SqlPart
 from lightningstore.sql.rows import worker_from_row
-from lightningstore.statistics import StoreStatistics
-from lightningstore.status import WorkerStatus
-from lightningstore.store_request import WorkerUpdate
-from lightningstore.unset import UNSET
-from lightningstore.worker import Worker
 
 
 class SqlWorkers(SqlPart):

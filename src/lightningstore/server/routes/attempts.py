@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from lightningstore.attempt import Attempt, AttemptedRollout
 from lightningstore.auth.agent_key import agent_key
 from lightningstore.auth.tokens import Caller, Permission
+from lightningstore.data.attempt import Attempt, AttemptedRollout
 from lightningstore.errors import ConflictError, NotFoundError
 from lightningstore.http_api import AgentKey, FinishAttemptBody, UpdateAttemptBody, WorkerRef
 from lightningstore.server.auth import context

@@ -21,10 +21,10 @@ from pydantic import BaseModel, Field
 
 from lightningstore import semconv
 from lightningstore.auth.agent_writes import require_live_attempt
+from lightningstore.data.reward import RewardIn
+from lightningstore.data.span import SpanIn
 from lightningstore.errors import InvalidInputError
-from lightningstore.reward import RewardIn
 from lightningstore.server.auth import context
-from lightningstore.span import SpanIn
 
 
 class EventIn(BaseModel):

@@ -7,10 +7,10 @@ from typing import Literal
 from fastapi import Request
 
 from lightningstore.auth.tokens import Permission
+from lightningstore.data.resource import Pointer, PointerMove, ResourceSet, ResourceVersion
 from lightningstore.errors import found
 from lightningstore.gate.authority import pointer_actor, require_default_approver
 from lightningstore.http_api import AddResourcesBody, AddVersionBody, MovePointerBody, ResourceSetBody
-from lightningstore.resource import Pointer, PointerMove, ResourceSet, ResourceVersion
 from lightningstore.server.auth import context
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import Body, Request
 
-from lightningstore.attempt import AttemptedRollout
 from lightningstore.auth.tokens import Caller, Permission
+from lightningstore.data.attempt import AttemptedRollout
+from lightningstore.data.rollout import Rollout, RolloutRequest
 from lightningstore.errors import found
 from lightningstore.http_api import (
     DequeueBody,
@@ -14,7 +15,6 @@ from lightningstore.http_api import (
     UpdateRolloutBody,
     WaitBody,
 )
-from lightningstore.rollout import Rollout, RolloutRequest
 from lightningstore.server.auth import context
 from lightningstore.store import LightningStore
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from lightningstore.attempt import Attempt
 from lightningstore.auth.tokens import Permission
+from lightningstore.data.attempt import Attempt
+from lightningstore.data.statistics import StoreStatistics
+from lightningstore.data.worker import Worker
 from lightningstore.http_api import Health, SweepBody, WorkerBody
 from lightningstore.server.auth import context
-from lightningstore.statistics import StoreStatistics
-from lightningstore.worker import Worker
 
 
 async def healthz() -> Health:

@@ -8,10 +8,10 @@ from fastapi import Body, Query, Request
 
 from lightningstore.auth.agent_writes import refuse_training_attributes, require_live_attempt
 from lightningstore.auth.tokens import Caller, Permission, Role
+from lightningstore.data.reward import Reward, RewardIn
+from lightningstore.data.span import Span, SpanIn
 from lightningstore.http_api import MAX_INT, RewardsManyBody, SpansManyBody
-from lightningstore.reward import Reward, RewardIn
 from lightningstore.server.auth import context
-from lightningstore.span import Span, SpanIn
 from lightningstore.store import LightningStore
 
 MAX_SPANS = 100_000

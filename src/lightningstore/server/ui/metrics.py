@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightningstore.resource import ResourceVersion
-from lightningstore.reward import Reward
+from lightningstore.data.resource import ResourceVersion
+from lightningstore.data.reward import Reward
+from lightningstore.data.status import RolloutStatus
 from lightningstore.server.ui.outcome import primary_reward
-from lightningstore.status import RolloutStatus
 from lightningstore.store import MAX_READ_IDS, LightningStore
 
 STORE_METRICS_TTL = 15.0

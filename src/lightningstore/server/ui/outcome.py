@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lightningstore.reward import Reward
+from lightningstore.data.reward import Reward
 
 
 def primary_reward(rewards: Sequence[Reward]) -> float | None:

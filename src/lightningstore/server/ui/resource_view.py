@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lightningstore.resource import PointerMove, ResourceVersion
+from lightningstore.data.resource import PointerMove, ResourceVersion
 from lightningstore.store import LightningStore
 
 

@@ -7,10 +7,10 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from lightningstore.rollout import Rollout
+from lightningstore.data.rollout import Rollout
+from lightningstore.data.status import RolloutMode, RolloutStatus
 from lightningstore.server.ui.access import PageError
 from lightningstore.server.ui.outcome import primary_reward
-from lightningstore.status import RolloutMode, RolloutStatus
 from lightningstore.store import LightningStore
 
 PER_PAGE_DEFAULT = 25

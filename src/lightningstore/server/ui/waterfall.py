@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightningstore import semconv
-from lightningstore.reward import Reward
-from lightningstore.span import Span
+from lightningstore.data.reward import Reward
+from lightningstore.data.span import Span
 
 TRACE_ARGUMENTS = "lightningrl.trace.arguments"
 TRACE_RESULT = "lightningrl.trace.result"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from lightningstore.data.reward import RewardIn
+from lightningstore.data.status import AttemptStatus
 from lightningstore.errors import InvalidInputError
-from lightningstore.reward import RewardIn
-from lightningstore.status import AttemptStatus
 
 
 def ending_status(status: AttemptStatus | str) -> AttemptStatus:

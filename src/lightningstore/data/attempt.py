@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from lightningstore.rollout import Rollout
-from lightningstore.status import AttemptStatus
+from lightningstore.data.rollout import Rollout
+from lightningstore.data.status import AttemptStatus
 
 
 class Attempt(BaseModel):

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lightningstore.resource import Resource
-from lightningstore.reward import RewardIn
-from lightningstore.rollout import RolloutConfig
-from lightningstore.span import SpanIn
-from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
-from lightningstore.unset import UNSET, Unset
+from lightningstore.data.resource import Resource
+from lightningstore.data.reward import RewardIn
+from lightningstore.data.rollout import RolloutConfig
+from lightningstore.data.span import SpanIn
+from lightningstore.data.status import AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus
+from lightningstore.data.unset import UNSET, Unset
 
 RolloutSortKey = Literal["enqueue_time", "start_time", "end_time", "rollout_id", "status"]
 PointerName = Literal["latest", "approved"]

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from lightningstore.status import WorkerStatus
+from lightningstore.data.status import WorkerStatus
 
 
 class Worker(BaseModel):

@@ -6,9 +6,9 @@ from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lightningstore.data.status import AttemptStatus, RolloutMode, RolloutStatus
 from lightningstore.errors import InvalidInputError
 from lightningstore.finite import refuse_non_finite
-from lightningstore.status import AttemptStatus, RolloutMode, RolloutStatus
 
 
 class RolloutConfig(BaseModel):

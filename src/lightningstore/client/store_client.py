@@ -13,31 +13,23 @@ import httpx
 import orjson
 from pydantic import BaseModel, TypeAdapter
 
-from lightningstore.attempt import Attempt, AttemptedRollout
-from lightningstore.attempt_end import ending_status, owned_rewards
 from lightningstore.batch_read import checked_attempt, checked_attributes, distinct_ids
-from lightningstore.client_pool import ClientPool
-from lightningstore.client_wire import WirePool
-from lightningstore.errors import (
-    InvalidInputError,
-    NotFoundError,
-    StoreError,
-)
-from lightningstore.http_api import FinishAttemptBody, path_segment
-from lightningstore.http_errors import (
+from lightningstore.client.http_errors import (
     StoreUnavailableError,
     error_from_response,
     is_quota_refusal,
     retry_after,
 )
-from lightningstore.json_writer import write_json
-from lightningstore.resource import PointerMove, ResourceSet, ResourceVersion
-from lightningstore.reward import Reward, RewardIn
-from lightningstore.rollout import Rollout, RolloutRequest
-from lightningstore.span import Span, SpanIn
-from lightningstore.statistics import StoreStatistics
-from lightningstore.store import LightningStore, check_claim_wait
-from lightningstore.store_request import (
+from lightningstore.client.pool import ClientPool
+from lightningstore.client.wire import WirePool
+from lightningstore.data.attempt import Attempt, AttemptedRollout
+from lightningstore.data.attempt_end import ending_status, owned_rewards
+from lightningstore.data.resource import PointerMove, ResourceSet, ResourceVersion
+from lightningstore.data.reward import Reward, RewardIn
+from lightningstore.data.rollout import Rollout, RolloutRequest
+from lightningstore.data.span import Span, SpanIn
+from lightningstore.data.statistics import StoreStatistics
+from lightningstore.data.store_request import (
     AttemptFinish,
     AttemptUpdate,
     PointerMoveRequest,
@@ -49,7 +41,15 @@ from lightningstore.store_request import (
     VersionRequest,
     WorkerUpdate,
 )
-from lightningstore.worker import Worker
+from lightningstore.data.worker import Worker
+from lightningstore.errors import (
+    InvalidInputError,
+    NotFoundError,
+    StoreError,
+)
+from lightningstore.http_api import FinishAttemptBody, path_segment
+from lightningstore.json_writer import write_json
+from lightningstore.store import LightningStore, check_claim_wait
 
 MAX_WAIT_PER_CALL = 30.0
 """The server answers a wait after at most this many seconds; the client waits again until its timeout."""
