@@ -4,24 +4,20 @@ A user reads a training run's console; per-step "Loading weights" / "Writing mod
 "megatron engine is not available" import warnings and its `print`s while it builds the FSDP worker say
 nothing to them. Everything here is scoped to the calling thread for the length of the block, so the
 user's own code (and other threads: the event loop printing progress) keeps every bar, print, log
-record and warning it would have had. verl's import warnings are dropped by message, around the one
-import that raises them.
+record and warning it would have had. (verl's import warnings are dropped where verl's engines are
+imported: `verl_cpu.engines.import_verl_engines`.)
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import ModuleType
 from typing import Any, TextIO
 
 # verl's `verl.workers.engine` warns once per optional engine that is not installed (all of them on CPU).
-VERL_ENGINE_WARNING = r"(torchtitan|veomni|automodel|mindspeed|megatron) engine is not available"
 # Third-party loggers whose records below ERROR are dropped inside a quiet block. torch.fx warns once
 # that `is_fx_tracing` changed meaning when verl's nested tensors ask it: nothing a user can act on.
 QUIET_LOGGERS = ("torch.fx._symbolic_trace",)
@@ -116,20 +112,3 @@ def quiet_third_party() -> Iterator[None]:
             yield
     finally:
         _state.depth -= 1
-
-
-@contextmanager
-def no_verl_engine_warnings() -> Iterator[None]:
-    """Import verl's engine package inside this block: its warnings about optional engines are dropped.
-
-    The package imports once per process, so the block is needed only around that first import; any
-    other warning raised inside still shows."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=VERL_ENGINE_WARNING, category=UserWarning)
-        yield
-
-
-def import_verl_engines() -> ModuleType:
-    """`verl.workers.engine`, imported without its warnings about optional engines not installed."""
-    with no_verl_engine_warnings():
-        return importlib.import_module("verl.workers.engine")

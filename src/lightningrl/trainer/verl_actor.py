@@ -21,7 +21,7 @@ from tensordict import TensorDict
 from lightningrl.accounting.mismatch import logprob_mismatch
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.models.adapter import base_of
-from lightningrl.quiet import import_verl_engines, quiet_third_party
+from lightningrl.quiet import quiet_third_party
 from lightningrl.trainer import shared_prefix
 from lightningrl.trainer.batch_layout import RowLayout, divisor_at_most, padded_share, rank_major_order
 from lightningrl.trainer.checkpoint import write_policy
@@ -40,6 +40,7 @@ from lightningrl.trainer.reference_policy import ReferencePolicy
 from lightningrl.trainer.shared_prefix import SHARED_PREFIX
 from lightningrl.trainer.verl_config import actor_dtype, slow_half_precision, verl_configs
 from lightningrl.trainer.verl_data import mean_metric, response_values, to_verl_input
+from lightningrl.verl_cpu.engines import import_verl_engines
 
 logger = logging.getLogger(__name__)
 

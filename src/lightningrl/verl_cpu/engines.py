@@ -9,17 +9,20 @@ the hook drops those warnings, and only those.
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.machinery
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from lightningrl.quiet import no_verl_engine_warnings
 from lightningrl.verl_cpu.platform import PLATFORM_NAME
 
 ENGINE_PACKAGE = "verl.workers.engine"
+VERL_ENGINE_WARNING = r"(torchtitan|veomni|automodel|mindspeed|megatron) engine is not available"
 # FSDP1 passes sync_module_states=True, which torch rejects for CPU parameters: fsdp2 only.
 CPU_BACKENDS = ("fsdp2",)
 
@@ -69,3 +72,20 @@ def install_engine_hook() -> None:
         return
     if not any(isinstance(finder, _RegisterAfterImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _RegisterAfterImport())
+
+
+@contextmanager
+def no_verl_engine_warnings() -> Iterator[None]:
+    """Import verl's engine package inside this block: its warnings about optional engines are dropped.
+
+    The package imports once per process, so the block is needed only around that first import; any
+    other warning raised inside still shows."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=VERL_ENGINE_WARNING, category=UserWarning)
+        yield
+
+
+def import_verl_engines() -> ModuleType:
+    """`verl.workers.engine`, imported without its warnings about optional engines not installed."""
+    with no_verl_engine_warnings():
+        return importlib.import_module(ENGINE_PACKAGE)
