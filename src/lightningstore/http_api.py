@@ -1,9 +1,10 @@
-"""The HTTP API's shapes, shared by StoreClient and the server: request and response bodies (the
-store's own models are used where they fit) and how an id goes into a path.
+"""The HTTP API's shapes, shared by StoreClient and the server: its paths (`StorePaths`), request and
+response bodies (the store's own models are used where they fit) and how an id goes into a path.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
@@ -23,6 +24,55 @@ IdStr = Annotated[str, Field(min_length=1, max_length=200)]
 def path_segment(value: str) -> str:
     """One path segment: every reserved character (including '/') percent-encoded."""
     return quote(value, safe="")
+
+
+class StorePaths:
+    """Every path of the store API, once: the client fills them (`filled`), the server's route table
+    registers them (`route_path`). `{name}` is one id, a single path segment."""
+
+    HEALTHZ = "/healthz"
+    ROLLOUTS = "/v1/rollouts"
+    DEQUEUE = ROLLOUTS + "/dequeue"
+    START = ROLLOUTS + "/start"
+    QUERY_ROLLOUTS = ROLLOUTS + "/query"
+    WAIT = ROLLOUTS + "/wait"
+    ROLLOUT = ROLLOUTS + "/{rollout_id}"
+    CANCEL = ROLLOUT + "/cancel"
+    ROLLOUT_SPANS = ROLLOUT + "/spans"
+    ROLLOUT_REWARDS = ROLLOUT + "/rewards"
+    ATTEMPTS = ROLLOUT + "/attempts"
+    LATEST_ATTEMPT = ATTEMPTS + "/latest"
+    ATTEMPT = ATTEMPTS + "/{attempt_id}"
+    HEARTBEAT = ATTEMPT + "/heartbeat"
+    FINISH = ATTEMPT + "/finish"
+    AGENT_KEY = ATTEMPT + "/agent-key"
+    SPANS = "/v1/spans"
+    QUERY_SPANS = SPANS + "/query"
+    REWARDS = "/v1/rewards"
+    QUERY_REWARDS = REWARDS + "/query"
+    WORKERS = "/v1/workers"
+    WORKER = WORKERS + "/{worker_id}"
+    STATISTICS = "/v1/statistics"
+    SWEEP = "/v1/watchdog/sweep"
+    RESOURCE_VERSIONS = "/v1/resource-versions"
+    RESOURCE_VERSION = RESOURCE_VERSIONS + "/{version_id}"
+    RESOURCES = "/v1/resources"
+    RESOURCE_SETS = "/v1/resource-sets"
+    LATEST_RESOURCE_SET = RESOURCE_SETS + "/latest"
+    RESOURCE_SET = RESOURCE_SETS + "/{resources_id}"
+    POINTERS = "/v1/pointers"
+    POINTER_HISTORY = "/v1/pointer-history"
+    TRACES = "/v1/traces"
+
+
+def filled(template: str, **ids: str) -> str:
+    """A `StorePaths` template with each id percent-encoded into its segment."""
+    return template.format(**{name: path_segment(value) for name, value in ids.items()})
+
+
+def route_path(template: str) -> str:
+    """A `StorePaths` template as the server registers it: each `{name}` through the `id` convertor."""
+    return re.sub(r"\{(\w+)\}", r"{\1:id}", template)
 
 
 class Body(BaseModel):

@@ -92,3 +92,25 @@ def test_the_fast_path_takes_no_other_fastapi_route(sql_store: SqlStore) -> None
             taken, _ = fast_path._route(method, path)
             assert taken is hot.get((method, route.path)), (method, route.path)
             assert (match_call(method, path) is not None) == ((method, route.path) in PROXY_CALLS), route.path
+
+
+def test_the_client_and_the_table_share_one_definition_of_every_path() -> None:
+    """`StorePaths` holds each path once: the table registers every one of them (through the id
+    convertor), and the client writes no path of its own."""
+    import inspect
+
+    from lightningstore.client import store_client
+    from lightningstore.http_api import StorePaths, filled, route_path
+
+    templates = {v for k, v in vars(StorePaths).items() if k.isupper()}
+    registered = {route.path for route in ROUTES}
+    assert {route_path(t) for t in templates} <= registered
+    assert not re.search(r"[\"']/(v1|healthz)", inspect.getsource(store_client))
+    # An id is one segment, percent-encoded: a slash in it cannot reach another route.
+    assert (
+        filled(StorePaths.HEARTBEAT, rollout_id="a/b", attempt_id="c")
+        == "/v1/rollouts/a%2Fb/attempts/c/heartbeat"
+    )
+    assert (
+        route_path(StorePaths.HEARTBEAT) == "/v1/rollouts/{rollout_id:id}/attempts/{attempt_id:id}/heartbeat"
+    )

@@ -47,7 +47,7 @@ from lightningstore.errors import (
     NotFoundError,
     StoreError,
 )
-from lightningstore.http_api import FinishAttemptBody, path_segment
+from lightningstore.http_api import FinishAttemptBody, StorePaths, filled
 from lightningstore.json_writer import write_json
 from lightningstore.store import LightningStore, check_claim_wait
 
@@ -192,14 +192,14 @@ class StoreClient(LightningStore):
     async def health(self) -> bool:
         """True when the server answers /healthz."""
         try:
-            await self._call("GET", "/healthz", idempotent=True)
+            await self._call("GET", StorePaths.HEALTHZ, idempotent=True)
         except StoreError:
             return False
         return True
 
     async def mint_agent_key(self, rollout_id: str, attempt_id: str) -> str:
         """Ask the server for the agent key of one attempt (runner or admin token)."""
-        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}/agent-key"
+        path = filled(StorePaths.AGENT_KEY, rollout_id=rollout_id, attempt_id=attempt_id)
         return orjson.loads(await self._call("POST", path))["agent_key"]
 
     # ---- rollouts: enqueue and claim ---------------------------------------------------------
@@ -212,7 +212,9 @@ class StoreClient(LightningStore):
             request.check_finite()
         # A client-made id turns a retried enqueue into a no-op instead of a duplicate.
         filled = [r if r.rollout_id else r.model_copy(update={"rollout_id": _new_id("ro")}) for r in checked]
-        return _rollouts.validate_json(await self._call("POST", "/v1/rollouts", _requests.dump_json(filled)))
+        return _rollouts.validate_json(
+            await self._call("POST", StorePaths.ROLLOUTS, _requests.dump_json(filled))
+        )
 
     async def dequeue_many_rollouts(
         self, limit: int, *, worker_id: str | None = None, wait: float = 0
@@ -222,28 +224,28 @@ class StoreClient(LightningStore):
         if wait:  # the server holds the request until it has claimed one, or `wait` has passed
             body["wait"] = wait
         data = await self._call(
-            "POST", "/v1/rollouts/dequeue", body, idempotent=False, timeout=wait + 30.0 if wait else None
+            "POST", StorePaths.DEQUEUE, body, idempotent=False, timeout=wait + 30.0 if wait else None
         )
         return _claims.validate_json(data)
 
     async def _start_rollout(self, request: RolloutRequest, worker_id: str | None) -> AttemptedRollout:
         body = {**request.model_dump(exclude={"rollout_id"}), "worker_id": worker_id}
-        data = await self._call("POST", "/v1/rollouts/start", body, idempotent=False)
+        data = await self._call("POST", StorePaths.START, body, idempotent=False)
         return AttemptedRollout.model_validate_json(data)
 
     async def start_attempt(self, rollout_id: str, *, worker_id: str | None = None) -> AttemptedRollout:
-        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts"
+        path = filled(StorePaths.ATTEMPTS, rollout_id=rollout_id)
         data = await self._call("POST", path, {"worker_id": worker_id}, idempotent=False)
         return AttemptedRollout.model_validate_json(data)
 
     # ---- attempts and rollouts: progress -----------------------------------------------------
 
     async def heartbeat(self, rollout_id: str, attempt_id: str, *, worker_id: str | None = None) -> Attempt:
-        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}/heartbeat"
+        path = filled(StorePaths.HEARTBEAT, rollout_id=rollout_id, attempt_id=attempt_id)
         return Attempt.model_validate_json(await self._call("POST", path, {"worker_id": worker_id}))
 
     async def _update_attempt(self, update: AttemptUpdate) -> Attempt:
-        path = f"/v1/rollouts/{path_segment(update.rollout_id)}/attempts/{path_segment(update.attempt_id)}"
+        path = filled(StorePaths.ATTEMPT, rollout_id=update.rollout_id, attempt_id=update.attempt_id)
         return Attempt.model_validate_json(await self._call("PATCH", path, update.changes()))
 
     async def _finish_attempt(self, finish: AttemptFinish) -> Attempt:
@@ -256,18 +258,18 @@ class StoreClient(LightningStore):
                 finish.rewards, rollout_id, attempt_id
             ),  # ids fixed here: a retry stores them once
         )
-        path = f"/v1/rollouts/{path_segment(rollout_id)}/attempts/{path_segment(attempt_id)}/finish"
+        path = filled(StorePaths.FINISH, rollout_id=rollout_id, attempt_id=attempt_id)
         return Attempt.model_validate_json(await self._call("POST", path, body.model_dump_json().encode()))
 
     async def _update_rollout(self, update: RolloutUpdate) -> Rollout:
         body = {k: _dump(v) for k, v in update.changes().items()}
         return Rollout.model_validate_json(
-            await self._call("PATCH", f"/v1/rollouts/{path_segment(update.rollout_id)}", body)
+            await self._call("PATCH", filled(StorePaths.ROLLOUT, rollout_id=update.rollout_id), body)
         )
 
     async def cancel_rollout(self, rollout_id: str) -> Rollout:
         return Rollout.model_validate_json(
-            await self._call("POST", f"/v1/rollouts/{path_segment(rollout_id)}/cancel")
+            await self._call("POST", filled(StorePaths.CANCEL, rollout_id=rollout_id))
         )
 
     async def wait_for_rollouts(
@@ -283,13 +285,13 @@ class StoreClient(LightningStore):
                 # A negative timeout goes to the server as given, which refuses it.
                 chunk = timeout if timeout < 0 else min(MAX_WAIT_PER_CALL, max(0.0, deadline - loop.time()))
             body = {"rollout_ids": ids, "timeout": chunk}
-            data = await self._call("POST", "/v1/rollouts/wait", body, timeout=max(chunk, 0) + 30.0)
+            data = await self._call("POST", StorePaths.WAIT, body, timeout=max(chunk, 0) + 30.0)
             done = _rollouts.validate_json(data)
             if len(done) == len(ids) or (deadline is not None and loop.time() >= deadline):
                 return done
 
     async def sweep_stale_attempts(self, now: float | None = None) -> list[Attempt]:
-        return _attempts.validate_json(await self._call("POST", "/v1/watchdog/sweep", {"now": now}))
+        return _attempts.validate_json(await self._call("POST", StorePaths.SWEEP, {"now": now}))
 
     # ---- spans and rewards -------------------------------------------------------------------
 
@@ -297,20 +299,20 @@ class StoreClient(LightningStore):
         checked = [s if isinstance(s, SpanIn) else SpanIn.model_validate(s) for s in spans]
         if not checked:
             return []
-        return _spans.validate_json(await self._call("POST", "/v1/spans", _span_ins.dump_json(checked)))
+        return _spans.validate_json(await self._call("POST", StorePaths.SPANS, _span_ins.dump_json(checked)))
 
     async def add_reward(self, reward: RewardIn) -> Reward:
         reward = reward if isinstance(reward, RewardIn) else RewardIn.model_validate(reward)
         if reward.reward_id is None:
             reward = reward.model_copy(update={"reward_id": _new_id("rw")})
         return Reward.model_validate_json(
-            await self._call("POST", "/v1/rewards", reward.model_dump_json().encode())
+            await self._call("POST", StorePaths.REWARDS, reward.model_dump_json().encode())
         )
 
     # ---- queries -----------------------------------------------------------------------------
 
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
-        return await self._get_or_none(f"/v1/rollouts/{path_segment(rollout_id)}", _maybe_rollout)
+        return await self._get_or_none(filled(StorePaths.ROLLOUT, rollout_id=rollout_id), _maybe_rollout)
 
     async def _query_rollouts(self, query: RolloutQuery) -> list[Rollout]:
         status, rollout_ids = query.status, query.rollout_ids
@@ -319,25 +321,25 @@ class StoreClient(LightningStore):
             "status": [status] if isinstance(status, str) else (list(status) if status is not None else None),
             "rollout_ids": list(rollout_ids) if rollout_ids is not None else None,
         }
-        return _rollouts.validate_json(await self._call("POST", "/v1/rollouts/query", body))
+        return _rollouts.validate_json(await self._call("POST", StorePaths.QUERY_ROLLOUTS, body))
 
     async def query_attempts(self, rollout_id: str) -> list[Attempt]:
         return _attempts.validate_json(
-            await self._call("GET", f"/v1/rollouts/{path_segment(rollout_id)}/attempts")
+            await self._call("GET", filled(StorePaths.ATTEMPTS, rollout_id=rollout_id))
         )
 
     async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
         return await self._get_or_none(
-            f"/v1/rollouts/{path_segment(rollout_id)}/attempts/latest", _maybe_attempt
+            filled(StorePaths.LATEST_ATTEMPT, rollout_id=rollout_id), _maybe_attempt
         )
 
     async def _query_spans(self, query: SpanQuery) -> list[Span]:
         params = asdict(query)
-        path = f"/v1/rollouts/{path_segment(params.pop('rollout_id'))}/spans"
+        path = filled(StorePaths.ROLLOUT_SPANS, rollout_id=params.pop("rollout_id"))
         return _spans.validate_json(await self._call("GET", path, params=params))
 
     async def query_rewards(self, rollout_id: str, *, name: str | None = None) -> list[Reward]:
-        path = f"/v1/rollouts/{path_segment(rollout_id)}/rewards"
+        path = filled(StorePaths.ROLLOUT_REWARDS, rollout_id=rollout_id)
         return _rewards.validate_json(await self._call("GET", path, params={"name": name}))
 
     async def _query_spans_many(self, query: SpansManyQuery) -> dict[str, list[Span]]:
@@ -350,11 +352,11 @@ class StoreClient(LightningStore):
             "attempt": query.attempt,
             "attributes": list(keys) if keys is not None else None,
         }
-        return _spans_by_rollout.validate_json(await self._call("POST", "/v1/spans/query", body))
+        return _spans_by_rollout.validate_json(await self._call("POST", StorePaths.QUERY_SPANS, body))
 
     async def query_rewards_many(self, rollout_ids: Sequence[str]) -> dict[str, list[Reward]]:
         body = {"rollout_ids": distinct_ids(rollout_ids)}
-        return _rewards_by_rollout.validate_json(await self._call("POST", "/v1/rewards/query", body))
+        return _rewards_by_rollout.validate_json(await self._call("POST", StorePaths.QUERY_REWARDS, body))
 
     # ---- resources ---------------------------------------------------------------------------
 
@@ -364,7 +366,9 @@ class StoreClient(LightningStore):
             "resource": _dump(request.resource),
             "version_id": request.version_id or _new_id("rv"),
         }
-        return ResourceVersion.model_validate_json(await self._call("POST", "/v1/resource-versions", body))
+        return ResourceVersion.model_validate_json(
+            await self._call("POST", StorePaths.RESOURCE_VERSIONS, body)
+        )
 
     async def _add_resources(self, request: ResourcesRequest) -> ResourceSet:
         body = {
@@ -372,40 +376,42 @@ class StoreClient(LightningStore):
             "created_by": request.created_by,
             "parents": request.parents,
         }
-        data = await self._call("POST", "/v1/resources", body, idempotent=False)
+        data = await self._call("POST", StorePaths.RESOURCES, body, idempotent=False)
         return ResourceSet.model_validate_json(data)
 
     async def add_resource_set(self, versions: dict[str, str]) -> ResourceSet:
-        data = await self._call("POST", "/v1/resource-sets", {"versions": versions}, idempotent=False)
+        data = await self._call("POST", StorePaths.RESOURCE_SETS, {"versions": versions}, idempotent=False)
         return ResourceSet.model_validate_json(data)
 
     async def get_resources_by_id(self, resources_id: str) -> ResourceSet | None:
-        return await self._get_or_none(f"/v1/resource-sets/{path_segment(resources_id)}", _maybe_set)
+        return await self._get_or_none(filled(StorePaths.RESOURCE_SET, resources_id=resources_id), _maybe_set)
 
     async def get_latest_resources(self) -> ResourceSet | None:
-        return _maybe_set.validate_json(await self._call("GET", "/v1/resource-sets/latest"))
+        return _maybe_set.validate_json(await self._call("GET", StorePaths.LATEST_RESOURCE_SET))
 
     async def get_resource_version(self, version_id: str) -> ResourceVersion | None:
-        return await self._get_or_none(f"/v1/resource-versions/{path_segment(version_id)}", _maybe_version)
+        return await self._get_or_none(
+            filled(StorePaths.RESOURCE_VERSION, version_id=version_id), _maybe_version
+        )
 
     async def get_pointer(self, name: str, pointer: Literal["latest", "approved"]) -> ResourceVersion | None:
-        data = await self._call("GET", "/v1/pointers", params={"name": name, "pointer": pointer})
+        data = await self._call("GET", StorePaths.POINTERS, params={"name": name, "pointer": pointer})
         return _maybe_version.validate_json(data)
 
     async def list_resource_versions(self, name: str | None = None) -> list[ResourceVersion]:
         return _versions.validate_json(
-            await self._call("GET", "/v1/resource-versions", params={"name": name})
+            await self._call("GET", StorePaths.RESOURCE_VERSIONS, params={"name": name})
         )
 
     async def _move_pointer(self, move: PointerMoveRequest) -> PointerMove:
         return PointerMove.model_validate_json(
-            await self._call("PUT", "/v1/pointers", asdict(move), idempotent=False)
+            await self._call("PUT", StorePaths.POINTERS, asdict(move), idempotent=False)
         )
 
     async def query_pointer_history(
         self, name: str, pointer: Literal["latest", "approved"] | None = None
     ) -> list[PointerMove]:
-        data = await self._call("GET", "/v1/pointer-history", params={"name": name, "pointer": pointer})
+        data = await self._call("GET", StorePaths.POINTER_HISTORY, params={"name": name, "pointer": pointer})
         return _moves.validate_json(data)
 
     # ---- workers and statistics --------------------------------------------------------------
@@ -414,11 +420,11 @@ class StoreClient(LightningStore):
         if not update.worker_id:
             raise InvalidInputError("worker_id", "must not be empty")
         return Worker.model_validate_json(
-            await self._call("PUT", f"/v1/workers/{path_segment(update.worker_id)}", update.changes())
+            await self._call("PUT", filled(StorePaths.WORKER, worker_id=update.worker_id), update.changes())
         )
 
     async def query_workers(self) -> list[Worker]:
-        return _workers.validate_json(await self._call("GET", "/v1/workers"))
+        return _workers.validate_json(await self._call("GET", StorePaths.WORKERS))
 
     async def statistics(self) -> StoreStatistics:
-        return StoreStatistics.model_validate_json(await self._call("GET", "/v1/statistics"))
+        return StoreStatistics.model_validate_json(await self._call("GET", StorePaths.STATISTICS))

@@ -23,7 +23,7 @@ from lightningstore import semconv
 from lightningstore.data.attempt import Attempt, AttemptedRollout
 from lightningstore.data.rollout import Rollout, RolloutRequest
 from lightningstore.data.span import Span, SpanIn
-from lightningstore.http_api import DequeueBody, UpdateAttemptBody
+from lightningstore.http_api import DequeueBody, StorePaths, UpdateAttemptBody, route_path
 from lightningstore.server.routes import attempts, events, resources, rollouts, system, telemetry
 from lightningstore.server.routes import otlp as otlp_routes
 
@@ -68,48 +68,47 @@ UPDATE_ATTEMPT = HotRoute(TypeAdapter(UpdateAttemptBody), attempts.update_attemp
 QUERY_SPANS = HotRoute(None, telemetry.query_spans_as, TypeAdapter(list[Span]))
 """Only without a query string (a filter goes to FastAPI): the algorithm's read after each rollout."""
 
-ROLLOUT = "/v1/rollouts/{rollout_id:id}"
-ATTEMPT = ROLLOUT + "/attempts/{attempt_id:id}"
+P = StorePaths
 
 ROUTES: tuple[Route, ...] = (
     # FastAPI tries the rows in this order; a 405's Allow header comes from the first row whose path matches.
-    Route("POST", "/v1/rollouts", rollouts.enqueue_rollouts, "rollouts", ENQUEUE),
-    Route("POST", "/v1/rollouts/dequeue", rollouts.dequeue_rollouts, "rollouts", DEQUEUE),
-    Route("POST", "/v1/rollouts/start", rollouts.start_rollout, "rollouts"),
-    Route("POST", "/v1/rollouts/query", rollouts.query_rollouts, "rollouts"),
-    Route("POST", "/v1/rollouts/wait", rollouts.wait_for_rollouts, "rollouts"),
-    Route("GET", ROLLOUT, rollouts.get_rollout, "rollouts"),
-    Route("PATCH", ROLLOUT, rollouts.update_rollout, "rollouts"),
-    Route("POST", ROLLOUT + "/cancel", rollouts.cancel_rollout, "rollouts"),
-    Route("POST", "/v1/spans", telemetry.add_spans, "telemetry", ADD_SPANS),
-    Route("POST", "/v1/rewards", telemetry.add_reward, "telemetry"),
-    Route("GET", ROLLOUT + "/spans", telemetry.query_spans, "telemetry", QUERY_SPANS),
-    Route("GET", ROLLOUT + "/rewards", telemetry.query_rewards, "telemetry"),
-    Route("POST", "/v1/spans/query", telemetry.query_spans_many, "telemetry"),
-    Route("POST", "/v1/rewards/query", telemetry.query_rewards_many, "telemetry"),
-    Route("POST", ROLLOUT + "/attempts", attempts.start_attempt, "attempts"),
-    Route("GET", ROLLOUT + "/attempts", attempts.query_attempts, "attempts"),
-    Route("GET", ROLLOUT + "/attempts/latest", attempts.get_latest_attempt, "attempts"),
-    Route("POST", ATTEMPT + "/heartbeat", attempts.heartbeat, "attempts"),
-    Route("PATCH", ATTEMPT, attempts.update_attempt, "attempts", UPDATE_ATTEMPT),
-    Route("POST", ATTEMPT + "/finish", attempts.finish_attempt, "attempts"),
-    Route("POST", ATTEMPT + "/agent-key", attempts.mint_agent_key, "attempts"),
-    Route("GET", "/healthz", system.healthz, "system"),
-    Route("PUT", "/v1/workers/{worker_id:id}", system.update_worker, "system"),
-    Route("GET", "/v1/workers", system.query_workers, "system"),
-    Route("GET", "/v1/statistics", system.statistics, "system"),
-    Route("POST", "/v1/watchdog/sweep", system.sweep_stale_attempts, "system"),
-    Route("POST", "/v1/resource-versions", resources.add_resource_version, "resources"),
-    Route("GET", "/v1/resource-versions", resources.list_resource_versions, "resources"),
-    Route("GET", "/v1/resource-versions/{version_id:id}", resources.get_resource_version, "resources"),
-    Route("POST", "/v1/resources", resources.add_resources, "resources"),
-    Route("POST", "/v1/resource-sets", resources.add_resource_set, "resources"),
-    Route("GET", "/v1/resource-sets/latest", resources.get_latest_resources, "resources"),
-    Route("GET", "/v1/resource-sets/{resources_id:id}", resources.get_resources, "resources"),
-    Route("GET", "/v1/pointers", resources.get_pointer, "resources"),
-    Route("PUT", "/v1/pointers", resources.move_pointer, "resources"),
-    Route("GET", "/v1/pointer-history", resources.query_pointer_history, "resources"),
-    Route("POST", "/v1/traces", otlp_routes.export_traces, "otlp", options=otlp_routes.ROUTE_OPTIONS),
+    Route("POST", route_path(P.ROLLOUTS), rollouts.enqueue_rollouts, "rollouts", ENQUEUE),
+    Route("POST", route_path(P.DEQUEUE), rollouts.dequeue_rollouts, "rollouts", DEQUEUE),
+    Route("POST", route_path(P.START), rollouts.start_rollout, "rollouts"),
+    Route("POST", route_path(P.QUERY_ROLLOUTS), rollouts.query_rollouts, "rollouts"),
+    Route("POST", route_path(P.WAIT), rollouts.wait_for_rollouts, "rollouts"),
+    Route("GET", route_path(P.ROLLOUT), rollouts.get_rollout, "rollouts"),
+    Route("PATCH", route_path(P.ROLLOUT), rollouts.update_rollout, "rollouts"),
+    Route("POST", route_path(P.CANCEL), rollouts.cancel_rollout, "rollouts"),
+    Route("POST", route_path(P.SPANS), telemetry.add_spans, "telemetry", ADD_SPANS),
+    Route("POST", route_path(P.REWARDS), telemetry.add_reward, "telemetry"),
+    Route("GET", route_path(P.ROLLOUT_SPANS), telemetry.query_spans, "telemetry", QUERY_SPANS),
+    Route("GET", route_path(P.ROLLOUT_REWARDS), telemetry.query_rewards, "telemetry"),
+    Route("POST", route_path(P.QUERY_SPANS), telemetry.query_spans_many, "telemetry"),
+    Route("POST", route_path(P.QUERY_REWARDS), telemetry.query_rewards_many, "telemetry"),
+    Route("POST", route_path(P.ATTEMPTS), attempts.start_attempt, "attempts"),
+    Route("GET", route_path(P.ATTEMPTS), attempts.query_attempts, "attempts"),
+    Route("GET", route_path(P.LATEST_ATTEMPT), attempts.get_latest_attempt, "attempts"),
+    Route("POST", route_path(P.HEARTBEAT), attempts.heartbeat, "attempts"),
+    Route("PATCH", route_path(P.ATTEMPT), attempts.update_attempt, "attempts", UPDATE_ATTEMPT),
+    Route("POST", route_path(P.FINISH), attempts.finish_attempt, "attempts"),
+    Route("POST", route_path(P.AGENT_KEY), attempts.mint_agent_key, "attempts"),
+    Route("GET", route_path(P.HEALTHZ), system.healthz, "system"),
+    Route("PUT", route_path(P.WORKER), system.update_worker, "system"),
+    Route("GET", route_path(P.WORKERS), system.query_workers, "system"),
+    Route("GET", route_path(P.STATISTICS), system.statistics, "system"),
+    Route("POST", route_path(P.SWEEP), system.sweep_stale_attempts, "system"),
+    Route("POST", route_path(P.RESOURCE_VERSIONS), resources.add_resource_version, "resources"),
+    Route("GET", route_path(P.RESOURCE_VERSIONS), resources.list_resource_versions, "resources"),
+    Route("GET", route_path(P.RESOURCE_VERSION), resources.get_resource_version, "resources"),
+    Route("POST", route_path(P.RESOURCES), resources.add_resources, "resources"),
+    Route("POST", route_path(P.RESOURCE_SETS), resources.add_resource_set, "resources"),
+    Route("GET", route_path(P.LATEST_RESOURCE_SET), resources.get_latest_resources, "resources"),
+    Route("GET", route_path(P.RESOURCE_SET), resources.get_resources, "resources"),
+    Route("GET", route_path(P.POINTERS), resources.get_pointer, "resources"),
+    Route("PUT", route_path(P.POINTERS), resources.move_pointer, "resources"),
+    Route("GET", route_path(P.POINTER_HISTORY), resources.query_pointer_history, "resources"),
+    Route("POST", P.TRACES, otlp_routes.export_traces, "otlp", options=otlp_routes.ROUTE_OPTIONS),
     Route(
         "POST",
         semconv.AGL_EVENTS_PATH.format(rollout_id="{rollout_id:id}", attempt_id="{attempt_id:id}"),
