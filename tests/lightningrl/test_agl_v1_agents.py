@@ -183,7 +183,7 @@ def test_an_agent_that_calls_no_model_and_posts_no_reward_is_named(warm_model: P
     # All 6 ran; credit reads the succeeded ones. Twice in ~10 runs on a loaded 2-core machine it read 5
     # (one rollout not counted as succeeded; the cause is not pinned down): each one read is named.
     assert row["train/rollouts"] == 6, row
-    n = row["credit/rollouts"]
+    n = int(row["credit/rollouts"])
     assert 4 <= n <= 6, row
     assert row["credit/rollouts_without_model_call"] == n and row["credit/rollouts_without_reward"] == n
     assert row["update/skipped"] and "update/version_id" not in row
