@@ -3,8 +3,7 @@
 Each rule reads the rows so far (one per step, as `MetricsLog` keeps them) and names what it finds:
 rollouts that made no model call or posted no reward, no signal in a slice, entropy collapsing while
 success falls, train reward rising while held-out does not (sharpening), held-out falling (or one
-slice of it while the others rise), the first
-decision collapsing onto one choice. A line's `key`
+slice of it while the whole does not), the first decision collapsing onto one choice. A line's `key`
 (rule and slice) stays the same while the problem lasts, so a loop announces each problem once.
 """
 

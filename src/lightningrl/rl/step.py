@@ -3,7 +3,7 @@
 What comes before (rollouts' spans -> `TrainingSequence`s) is credit assignment (`credit/`); what comes
 after (checkpoint, publish a version, reload the servers) is the loop's (`rl/loop.py`). The actor update
 runs in verl (`trainer/verl_actor.py`: micro-batches, shared prompt prefixes, FSDP, Ray at scale); its
-maths is the bare-torch `trainer/reference.py`, whose lines are quoted in step 4's comments.
+maths is the bare-torch `trainer/reference.py`, written out in the comments of steps 3-5 below.
 """
 
 from __future__ import annotations
