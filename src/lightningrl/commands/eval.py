@@ -1,4 +1,4 @@
-"""`lightningrl eval`: an agent x a model x a rows file -> success per slice with 95% intervals, pass@k."""
+"""`lightningrl eval`: an agent x a model x a rows file -> success per slice with 95%% intervals, pass@k."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval",
-        help="evaluate an agent on a model and a rows file: success per slice with 95% intervals, pass@k",
+        help="evaluate an agent on a model and a rows file: success per slice with 95%% intervals, pass@k",
         description="Starts the store server, an inference server and runners as fit does, rolls the agent "
         "out k times per row in the validation mode (the same call as fit's validation), prints success "
-        "per slice with 95% intervals and pass@1..k, and writes OUTPUT_DIR/eval.json; the rollouts and "
+        "per slice with 95%% intervals and pass@1..k, and writes OUTPUT_DIR/eval.json; the rollouts and "
         "their spans stay in the store (lightningrl dashboard --store OUTPUT_DIR/store.db).",
     )
     agent = p.add_mutually_exclusive_group(required=True)
