@@ -5,6 +5,8 @@ tiny model, and a read of a finished run's store."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -101,3 +103,42 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return _warm_model(tmp_path_factory.mktemp("warm"), vocabulary, demonstrations, **kwargs)  # type: ignore[arg-type]
 
     return make
+
+
+# An in-process trainer of an earlier test (fit) leaves its torch.distributed rendezvous in this
+# process's environment; a child inheriting it would join that process group instead of its own.
+RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+# One seeded calc demo run (examples/calc/demo.py through examples/experiments.py), shared by the
+# experiments test and the replay test: one RL step with a validation before and after, a warm-up long
+# enough for the call format (~150 steps at this size) so that step 1 trains.
+CALC_SMALL = ["--deterministic", "--steps", "1", "--val-every", "1", "--tasks-per-step", "6", "--n", "4"]
+CALC_SMALL += ["--workers", "8", "--warmup-steps", "220", "--warmup-until-loss", "100"]
+
+
+def example_env() -> dict[str, str]:
+    """The environment an example runs in as a child: one thread, offline, no inherited rendezvous."""
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
+    return env | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def run_experiments(out: Path, *extra: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    """examples/experiments.py on the calc demo alone, seed 0, `CALC_SMALL` then `extra`, into `out`."""
+    command = ["examples/experiments.py", "--only", "calc", "--runs", "1", "--output", str(out), *CALC_SMALL]
+    return subprocess.run(
+        [sys.executable, *command, *extra],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=example_env(),
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def calc_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output directory of one finished `run_experiments` (its run in calc/seed0)."""
+    out = tmp_path_factory.mktemp("calc-experiment") / "experiments"
+    done = run_experiments(out, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out

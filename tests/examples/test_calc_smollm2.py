@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import RENDEZVOUS, REPO_ROOT
 from safetensors import safe_open
-from test_calc_replay import RENDEZVOUS
 
 from lightningrl.models import cached_model
 from lightningstore import semconv

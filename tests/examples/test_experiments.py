@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO_ROOT
-from test_calc_replay import RENDEZVOUS
-
-# One RL step with a validation before and after; a warm-up just long enough for the format.
-SHORT = ["--steps", "1", "--val-every", "1", "--tasks-per-step", "3", "--n", "4", "--workers", "8"]
-SHORT += ["--warmup-steps", "150", "--warmup-until-loss", "100"]
+from conftest import REPO_ROOT, run_experiments
 
 
-def test_one_run_of_the_calc_demo_makes_the_table_and_the_curve(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
-    env |= {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    out = tmp_path / "experiments"
-
-    def experiments(*extra: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-        command = ["examples/experiments.py", "--only", "calc", "--runs", "1", "--output", str(out), *SHORT]
-        return subprocess.run(
-            [sys.executable, *command, *extra],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-        )
-
-    done = experiments(timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
+def test_one_run_of_the_calc_demo_makes_the_table_and_the_curve(calc_experiment: Path) -> None:
+    out = calc_experiment
     table = (out / "table.md").read_text().splitlines()
     assert table[0].startswith("| task | framework | model |") and len(table) == 3
     row = [cell.strip() for cell in table[2].strip("|").split("|")]
@@ -47,12 +24,12 @@ def test_one_run_of_the_calc_demo_makes_the_table_and_the_curve(tmp_path: Path) 
     # A stopped invocation goes on with --resume: the finished run is reused, not run again.
     log = out / "calc-seed0.log"
     before = log.stat().st_mtime_ns
-    again = experiments("--resume")
+    again = run_experiments(out, "--resume")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert log.stat().st_mtime_ns == before
     assert (out / "table.md").read_text().splitlines()[2] == table[2]
     # ... and one made with another command line is refused, by name.
-    refused = experiments("--lr", "1", "--resume")
+    refused = run_experiments(out, "--lr", "1", "--resume")
     assert refused.returncode == 1 and "--resume: calc-seed0.log was run with command" in refused.stderr
     assert log.stat().st_mtime_ns == before
 
