@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lightningrl.local_stack import StackUrls, local_stack
+from lightningrl.fitting.local_stack import StackUrls, local_stack
 from lightningrl.processes.supervisor import Supervisor, child_env, cli_command
 from lightningstore import LLM, ResourceVersion, SqlStore
 

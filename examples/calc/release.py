@@ -38,7 +38,7 @@ from agent import calc_agent, solve  # noqa: E402
 from tasks import OPS, TOOLS, CalcTask, run_tool, split_tasks  # noqa: E402
 
 from algorithm import Evaluate, Task  # noqa: E402
-from lightningrl.local_stack import serve_app  # noqa: E402
+from lightningrl.fitting.local_stack import serve_app  # noqa: E402
 from lightningrl.release import (  # noqa: E402
     CanaryTask,
     RoutingProof,

@@ -9,9 +9,9 @@ from lightningstore.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from lightningrl.evaluating import evaluate
     from lightningrl.evaluation import EvalReport, ServedModel
-    from lightningrl.fitting import FitInterrupted, fit
+    from lightningrl.fitting.result import TrainResult
+    from lightningrl.fitting.run import FitInterrupted, fit
     from lightningrl.models import cached_model, check_checkpoint, export_checkpoint, import_model
-    from lightningrl.result import TrainResult
     from lightningrl.rl.config import LightningRLConfig
     from runner import AglAgent, emit_reward, rollout
 
@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(
     __name__,
     {
-        "fit": "lightningrl.fitting",
-        "FitInterrupted": "lightningrl.fitting",
+        "fit": "lightningrl.fitting.run",
+        "FitInterrupted": "lightningrl.fitting.run",
         "LightningRLConfig": "lightningrl.rl.config",
-        "TrainResult": "lightningrl.result",
+        "TrainResult": "lightningrl.fitting.result",
         "rollout": "runner",
         "emit_reward": "runner",
         "import_model": "lightningrl.models",

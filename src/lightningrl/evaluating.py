@@ -14,7 +14,7 @@ from rich.console import Console
 
 from lightningrl.datasets import Rows
 from lightningrl.evaluation.report import REPORT_FILE, EvalReport, ServedModel
-from lightningrl.fitting import fit
+from lightningrl.fitting.run import fit
 
 
 def evaluate(

@@ -12,7 +12,7 @@ from toy_ab import warm_ab_model
 
 from algorithm import Task
 from lightningrl.algorithms.apo import APO, CRITIQUE_SPAN, EDIT_SPAN, APOConfig
-from lightningrl.local_stack import serve_app
+from lightningrl.fitting.local_stack import serve_app
 from lightningrl.models import cached_model
 from lightningrl.release import build_receipt, check_receipt
 from lightningrl.serving import create_app

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from toy_ab import pick_b_agent, publish_warm, success_of, toy_tasks, warm_ab_model
 
-from lightningrl.local_stack import local_stack
+from lightningrl.fitting.local_stack import local_stack
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningrl.trainer.config import TrainerConfig

@@ -17,7 +17,7 @@ from rich.console import Console
 from toy_ab import PROMPTS, pick_b_agent, publish_warm, success_of, toy_tasks, warm_ab_model
 
 from algorithm import Evaluate
-from lightningrl.local_stack import local_stack
+from lightningrl.fitting.local_stack import local_stack
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.continuous import CUTOFF_KEY, TRAINED_MARK, ContinuousConfig
 from lightningrl.rl.loop import LightningRL

@@ -14,7 +14,7 @@ from algorithm import Task
 from lightningrl.cli import main
 from lightningrl.curation import Curation, SliceRow, TaskPasses
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.fit_stages import algorithm_sequence
+from lightningrl.fitting.stages import algorithm_sequence
 from lightningstore import SqlStore
 
 

@@ -19,7 +19,7 @@ from lightningrl.demos.flags import (
     heldout_slices,
     report_heldout,
 )
-from lightningrl.result import TrainResult
+from lightningrl.fitting.result import TrainResult
 
 
 def _experiments_module():  # examples/ is not a package on the path; load the script by its file

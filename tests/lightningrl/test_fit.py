@@ -16,7 +16,7 @@ from backends import create_pg_database, drop_pg_database
 from fit_agents import PROMPTS, reply_length_agent, subprocess_env
 from proc_state import alive as _alive
 
-import lightningrl.fitting as fit_module
+import lightningrl.fitting.run as fit_module
 from lightningrl import TrainResult, fit
 from lightningrl.config_fields import config_from
 from lightningrl.demos.tinylm import build_tiny_model

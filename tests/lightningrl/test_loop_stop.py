@@ -14,7 +14,7 @@ from rich.console import Console
 
 from algorithm import Task
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.local_stack import local_stack
+from lightningrl.fitting.local_stack import local_stack
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL, gate_stop_check
 from lightningrl.rl.metrics import MetricsLog

@@ -223,7 +223,7 @@ async def test_the_loop_trains_lora_on_two_ranks_and_serves_each_adapter(
 
     from algorithm import Task
     from lightningrl.demos.tinylm import build_tiny_model as build_chat_model
-    from lightningrl.local_stack import local_stack
+    from lightningrl.fitting.local_stack import local_stack
     from lightningrl.rl.config import LightningRLConfig
     from lightningrl.rl.loop import LightningRL
     from lightningstore import LLM, SqlStore

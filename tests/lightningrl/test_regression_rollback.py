@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM
 
 from algorithm import Task
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.local_stack import local_stack
+from lightningrl.fitting.local_stack import local_stack
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningstore import LLM, SqlStore

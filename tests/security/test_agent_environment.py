@@ -16,7 +16,7 @@ import pytest
 import yaml
 from backends import LiveServer
 
-from lightningrl.fitting import NOT_FOR_RUNNERS
+from lightningrl.fitting.run import NOT_FOR_RUNNERS
 from lightningrl.processes.supervisor import Supervisor
 from lightningstore import AttemptStatus
 from lightningstore.auth import verify_agent_key

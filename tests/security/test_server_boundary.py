@@ -16,7 +16,7 @@ import orjson
 import pytest
 from backends import LiveServer
 
-from lightningrl.local_stack import serve_app
+from lightningrl.fitting.local_stack import serve_app
 from lightningstore import LLM, AttemptedRollout, SpanIn, SqlStore, semconv
 from lightningstore.auth import TokenConfig
 from lightningstore.client.store_client import StoreClient

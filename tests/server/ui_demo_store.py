@@ -20,7 +20,7 @@ from rich.console import Console
 
 from algorithm import Task
 from lightningrl.demos.tinylm import build_tiny_model
-from lightningrl.local_stack import local_stack
+from lightningrl.fitting.local_stack import local_stack
 from lightningrl.release import build_receipt, check_receipt
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL

@@ -52,7 +52,7 @@ def kept_lines(train: Path, curation: Curation, slice_by: str | None) -> list[st
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from lightningrl.fitting import fit
+    from lightningrl.fitting.run import fit
     from lightningrl.serving.vllm import VllmUnavailable
 
     try:

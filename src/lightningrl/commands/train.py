@@ -175,7 +175,7 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from lightningrl.fitting import fit
+    from lightningrl.fitting.run import fit
     from lightningrl.serving.vllm import VllmUnavailable
 
     try:

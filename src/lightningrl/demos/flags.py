@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lightningrl.demos.warmup import WarmupConfig
-from lightningrl.result import TrainResult
+from lightningrl.fitting.result import TrainResult
 from lightningrl.rl.advantages import BASELINES, AdvantageConfig
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.trainer.config import TrainerConfig

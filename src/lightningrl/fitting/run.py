@@ -22,13 +22,14 @@ from lightningrl.algorithms.apo import APOConfig
 from lightningrl.config_fields import config_from
 from lightningrl.datasets import Rows, load_tasks
 from lightningrl.evaluation.report import ServedModel
-from lightningrl.fit_interrupts import (
+from lightningrl.fitting.interrupts import (
     FitInterrupted,
     interrupted_text,
     show_interrupts_briefly,
     sigterm_as_interrupt,
 )
-from lightningrl.fit_stages import (
+from lightningrl.fitting.result import TrainResult
+from lightningrl.fitting.stages import (
     PROMPT_NAME,
     StageRun,
     algorithm_sequence,
@@ -49,7 +50,6 @@ from lightningrl.processes.supervisor import (
     child_env,
     cli_command,
 )
-from lightningrl.result import TrainResult
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.metrics import MetricsLog
 from lightningrl.rl.trackers import RunTrackers
