@@ -8,13 +8,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runner.agent_label import agent_name, current_agent_name
+from runner.tracing.agent_label import agent_name, current_agent_name
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
     from lightningstore import LightningStore
-    from runner.tracer import AttemptTracer
+    from runner.tracing.tracer import AttemptTracer
 
 __all__ = [
     "AttemptContext",

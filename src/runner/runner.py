@@ -15,10 +15,10 @@ from typing import Any, Literal
 from lightningstore import LightningStore, WorkerStatus
 from runner.agent import LitAgent, as_agent
 from runner.attempt import AttemptExecution, AttemptOutcome, AttemptSettings, CancelReason
-from runner.global_spans import capture_global_spans
 from runner.progress import ProgressDisplay, RunnerSummary
 from runner.resources import ResourceSetCache
-from runner.sink import OtlpSink, SharedSink, SpanSink, StoreSink
+from runner.tracing.global_spans import capture_global_spans
+from runner.tracing.sink import OtlpSink, SharedSink, SpanSink, StoreSink
 
 log = logging.getLogger("runner")
 SpanTransport = Literal["auto", "store", "otlp"]

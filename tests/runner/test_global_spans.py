@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from lightningstore import Span, SqlStore, StoreClient, semconv
 from runner import AgentResources, Runner, agent_name, rollout
-from runner.global_spans import capture_global_spans, global_span_router
+from runner.tracing.global_spans import capture_global_spans, global_span_router
 
 TASKS = ["first", "second"]
 

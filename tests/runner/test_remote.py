@@ -13,7 +13,7 @@ from lightningstore.auth import TokenConfig
 from lightningstore.client.store_client import StoreClient
 from lightningstore.server import build_app
 from runner import AgentResources, Runner, emit_reward, rollout, trace
-from runner.sink import OtlpSink
+from runner.tracing.sink import OtlpSink
 
 
 @trace(kind="tool")

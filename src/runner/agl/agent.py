@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-WORKER = Path(__file__).with_name("agl_worker.py")
+WORKER = Path(__file__).with_name("worker.py")
 
 
 def resolve_input_path(task_input: Any, path: str) -> Any:

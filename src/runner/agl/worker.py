@@ -1,4 +1,4 @@
-"""Run one Agent Lightning v1.0 class agent, as v1.0's local worker does: `python agl_worker.py module:Class`.
+"""Run one Agent Lightning v1.0 class agent, as v1.0's local worker does: `python worker.py module:Class`.
 
 Imports `module` (the working directory first on sys.path, as under `python -c`), instantiates `Class`
 with no arguments, calls `run()` and awaits it when it returns an awaitable; exit code 0 when it
@@ -37,7 +37,7 @@ def run_class_agent(agent_class_path: str) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        print("usage: agl_worker.py module:Class", file=sys.stderr)
+        print("usage: worker.py module:Class", file=sys.stderr)
         sys.exit(2)
     # Run by path, sys.path[0] is this file's folder: the agent's modules resolve from the working
     # directory instead, as under v1.0's `python -c` worker.

@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace import Span as SdkSpan
 
 from lightningstore.semconv import AGENT_NAME, ATTEMPT_ID, ROLLOUT_ID
 from runner.context import current_agent_name, current_attempt
-from runner.tracer import AttemptTracer
+from runner.tracing.tracer import AttemptTracer
 
-log = logging.getLogger("runner.global_spans")
+log = logging.getLogger("runner.tracing.global_spans")
 DEFAULT_SERVICE_PREFIX = "unknown_service"
 
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from lightningstore import LightningStore
-from runner.span_convert import to_span_in
+from runner.tracing.span_convert import to_span_in
 
 
 class SpanSinkError(RuntimeError):

@@ -14,11 +14,11 @@ from opentelemetry.trace import Tracer
 
 from lightningstore import AttemptStatus, IllegalTransitionError, LightningStore, NotFoundError, RewardIn
 from lightningstore.semconv import AGENT_NAME, ATTEMPT_ID, ROLLOUT_ID
-from runner.agent_label import current_agent_name
-from runner.sink import SpanSink
-from runner.span_convert import to_span_in
+from runner.tracing.agent_label import current_agent_name
+from runner.tracing.sink import SpanSink
+from runner.tracing.span_convert import to_span_in
 
-log = logging.getLogger("runner.tracer")
+log = logging.getLogger("runner.tracing.tracer")
 INSTRUMENTATION_NAME = "lightningrl.runner"
 
 
