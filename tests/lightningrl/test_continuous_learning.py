@@ -18,6 +18,7 @@ from toy_ab import PROMPTS, pick_b_agent, publish_warm, success_of, toy_tasks, w
 
 from algorithm import Evaluate
 from lightningrl.fitting.local_stack import local_stack
+from lightningrl.release import file_plan_id
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.continuous import CUTOFF_KEY, TRAINED_MARK, ContinuousConfig
 from lightningrl.rl.loop import LightningRL
@@ -75,7 +76,9 @@ async def test_production_traffic_without_groups_improves_the_policy(
             trainer=TrainerConfig(lr=3e-3),
             continuous=ContinuousConfig(baseline="running_task", max_staleness=1),
         )
-        rl = LightningRL(store, tasks, tasks, config, console=Console(file=io.StringIO()))
+        rl = LightningRL(
+            store, tasks, tasks, config, console=Console(file=io.StringIO()), file_plan=file_plan_id
+        )
         metrics = await rl.run_continuous(
             max_steps=STEPS, min_rollouts=PER_STEP, poll_interval=0.1, idle_timeout=60
         )

@@ -84,6 +84,9 @@ def test_fit_trains_then_resumes(model: Path, tmp_path: Path) -> None:
     assert {p.name for p in (out / "logs").iterdir()} >= {"store.log", "inference.log", "runner-0.log"}
     versions = _versions(out / "store.db")
     assert versions[-1].version_id == first.final_version_id and len(versions) == 3
+    # fit installs the release gate's plan hook: every trained version names the plan filed before step 1.
+    plans = {v.metadata.get("plan_id") for v in versions[1:]}
+    assert len(plans) == 1 and next(iter(plans)).startswith("plan-"), plans
 
     # `steps` is the total, as in HF Trainer, verl and Agent Lightning: the same call again has nothing to do.
     again = _fit(model, out)

@@ -15,8 +15,9 @@ from rich.console import Console
 from algorithm import Task
 from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.fitting.local_stack import local_stack
+from lightningrl.release import gate_stop_check
 from lightningrl.rl.config import LightningRLConfig
-from lightningrl.rl.loop import LightningRL, gate_stop_check
+from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.metrics import MetricsLog
 from lightningstore import LLM, PromptTemplate, RewardIn, SqlStore
 from lightningstore.gate import ProtectedCase, gate_records
@@ -99,16 +100,18 @@ async def test_stop_check_ends_the_loop_after_its_step(tmp_path: Path) -> None:
     await store.close()
 
 
-async def test_gate_stop_installs_the_gates_stop_reason(tmp_path: Path) -> None:
+async def test_the_gates_stop_reason_is_a_hook(tmp_path: Path) -> None:
+    """The loop knows the release gate only through its hooks: `config.gate_stop` without the gate's stop
+    check is refused by name (fit installs it), and the hook says why to stop."""
     store = SqlStore(tmp_path / "store.db")
     gate = gate_records(store)
     tasks = [Task(task_id="t0", input={})]
     config = LightningRLConfig(gate_stop=True, output_dir=tmp_path / "run", show_progress=False)
-    rl = LightningRL(store, tasks, config=config)
+    with pytest.raises(ValueError, match="stop_check=lightningrl.release.gate_stop_check"):
+        LightningRL(store, tasks, config=config)
+    rl = LightningRL(store, tasks, config=config, stop_check=gate_stop_check)
     assert rl.stop_check is gate_stop_check
     assert LightningRL(store, tasks, config=LightningRLConfig(output_dir=tmp_path)).stop_check is None
-    with pytest.raises(ValueError, match="not both"):
-        LightningRL(store, tasks, config=config, stop_check=stop_at_step_two)
 
     # the latest version scores lower than its parent on a protected case: the gate says stop
     case = ProtectedCase(resource_name="llm", case_id="case-p0", task_id="p0")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from algorithm import Algorithm, RolloutOutcome, Task
-from lightningrl.release.plan_filing import file_run_plan
+from lightningrl.rl.hooks import PlanFiler
 from lightningstore import LightningStore, PromptTemplate, ResourceVersion, SpanIn, semconv, spans_of_rollouts
 
 CRITIQUE_SPAN = "lightningrl.apo.critique"
@@ -83,12 +83,21 @@ class APO(Algorithm):
     name = "apo"
 
     def __init__(
-        self, store: LightningStore, train_tasks: Sequence[Task], val_tasks: Sequence[Task], config: APOConfig
+        self,
+        store: LightningStore,
+        train_tasks: Sequence[Task],
+        val_tasks: Sequence[Task],
+        config: APOConfig,
+        *,
+        file_plan: PlanFiler | None = None,
     ) -> None:
         super().__init__(store)
         if not train_tasks or not val_tasks:
             raise ValueError("APO needs train tasks (to find failures) and val tasks (to score prompts)")
         self.train_tasks, self.val_tasks, self.config = list(train_tasks), list(val_tasks), config
+        self.file_plan = file_plan
+        """Files the run's training plan before the first round (`lightningrl.rl.hooks`; fit installs
+        the release gate's); without one no plan is filed."""
         self.plan_id: str | None = None
         self._llm_id = ""
 
@@ -134,13 +143,13 @@ class APO(Algorithm):
         return result
 
     async def _file_plan(self, start: ResourceVersion) -> None:
-        plan = await file_run_plan(
-            self,
-            self.config.prompt_name,
-            start.version_id,
-            {"algorithm": "apo", "rounds": self.config.rounds, "beam": self.config.beam},
-        )
-        self.plan_id = plan.plan_id
+        if self.file_plan is not None:
+            self.plan_id = await self.file_plan(
+                self,
+                self.config.prompt_name,
+                start.version_id,
+                {"algorithm": "apo", "rounds": self.config.rounds, "beam": self.config.beam},
+            )
 
     async def _rollouts(
         self, version: ResourceVersion, tasks: list[Task], mode: str, prefix: str

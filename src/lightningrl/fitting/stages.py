@@ -25,6 +25,8 @@ from lightningrl.algorithms.sft import SFT
 from lightningrl.config_fields import dataclass_from_dict, replaced_from_dict
 from lightningrl.curation import Curation, probe
 from lightningrl.evaluation.report import EvalReport, eval_stage
+from lightningrl.release.plan_filing import file_plan_id
+from lightningrl.release.stop import gate_stop_check
 from lightningrl.rl.config import LightningRLConfig
 from lightningrl.rl.loop import LightningRL
 from lightningrl.rl.metrics import MetricsLog
@@ -187,7 +189,11 @@ async def run_stages(
             )  # fmt: skip
             continue
         cfg = configs[name]
-        weights = WEIGHT_ALGORITHMS[name](store, train_tasks, val_tasks, cfg, console=console)
+        # The release gate's hooks: the training plan filed before the first step, its stop check after each.
+        weights = WEIGHT_ALGORITHMS[name](
+            store, train_tasks, val_tasks, cfg, console=console,
+            stop_check=gate_stop_check if cfg.gate_stop else None, file_plan=file_plan_id,
+        )  # fmt: skip
         weights.rollout_config = rollout_config
         weights.row_extras.extend(row_extras)
         weights.row_extras.append(lambda name=name: {"algorithm": name})
@@ -289,7 +295,7 @@ async def _apo_stage(
     drawn = random.Random(cfg.seed).sample(train_tasks, min(2 * count, len(train_tasks)))
     failures = drawn[:count]
     scored = val_tasks if score_on == "val" else (drawn[count:] or drawn)
-    algo = APO(store, failures, scored, config)
+    algo = APO(store, failures, scored, config, file_plan=file_plan_id)
     algo.rollout_config = rollout_config
     result: APOResult = await watched(algo.run())
     line = (

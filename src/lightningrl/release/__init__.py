@@ -12,7 +12,7 @@ await rollback(store, gate, receipt.receipt_id, actor="alice")    # back to the 
 from lightningrl.release.bounded_run import BoundedRun, bounded_run
 from lightningrl.release.canary import run_canary
 from lightningrl.release.errors import GateRefusal
-from lightningrl.release.plan_filing import file_plan, tasks_snapshot
+from lightningrl.release.plan_filing import file_plan, file_plan_id, tasks_snapshot
 from lightningrl.release.promotion import Promotion, approve, promote
 from lightningrl.release.receipt_builder import build_receipt
 from lightningrl.release.report import check_receipt, current_report, with_staleness
@@ -21,7 +21,7 @@ from lightningrl.release.rollback import drill_rollback, rollback
 from lightningrl.release.routing import Resolution, production_routes, resolve_version
 from lightningrl.release.routing_run import RoutingProof, production_run
 from lightningrl.release.spans import span_kind
-from lightningrl.release.stop import stop_reason
+from lightningrl.release.stop import gate_stop_check, stop_reason
 from lightningrl.release.verifier import CanaryTask, Verification, Verifier
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "current_report",
     "drill_rollback",
     "file_plan",
+    "file_plan_id",
     "production_routes",
     "production_run",
     "promote",
@@ -48,6 +49,7 @@ __all__ = [
     "rollback",
     "run_canary",
     "span_kind",
+    "gate_stop_check",
     "stop_reason",
     "tasks_snapshot",
     "with_staleness",

@@ -92,3 +92,11 @@ async def descends_from(store: LightningStore, version: ResourceVersion, ancesto
             return True
         current = await store.get_resource_version(current.parent_id)
     return False
+
+
+async def file_plan_id(
+    run: PlannedRun, resource_name: str, parent_version_id: str, algorithm_config: dict[str, Any]
+) -> str:
+    """`file_run_plan`'s plan id: the `file_plan` hook `fit` installs on every algorithm it runs
+    (`lightningrl.rl.hooks.PlanFiler`)."""
+    return (await file_run_plan(run, resource_name, parent_version_id, algorithm_config)).plan_id

@@ -3,6 +3,8 @@ regressions, a parent that no longer resolves, or a canary that cannot verify it
 
 from __future__ import annotations
 
+from typing import Any
+
 from lightningrl.release.checks_data import coverage_gaps, retry_counts
 from lightningrl.release.rewards import task_means
 from lightningrl.release.routing import resolve_version
@@ -11,6 +13,12 @@ from lightningstore import LightningStore, RolloutMode
 from lightningstore.gate import CanaryRun, EvidenceKind, GatePolicy, GateRecords, OutcomeSource, gate_records
 
 TOLERANCE = 1e-9
+
+
+async def gate_stop_check(run: Any) -> str | None:
+    """`stop_reason` for a training loop's resource: the `stop_check` hook `fit` installs on a
+    `LightningRL` when `config.gate_stop` is set (`lightningrl.rl.hooks.StopCheck`)."""
+    return await stop_reason(run.store, run.config.resource_name)
 
 
 async def stop_reason(

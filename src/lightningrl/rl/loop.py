@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,6 @@ from lightningrl.credit import (
 )
 from lightningrl.credit.batch import SequenceBatch
 from lightningrl.models.adapter import model_config
-from lightningrl.release.plan_filing import file_run_plan
-from lightningrl.release.stop import stop_reason
 from lightningrl.rl.advantages import AdvantageResult
 from lightningrl.rl.batch_fill import BatchFill, StepFill
 from lightningrl.rl.config import LightningRLConfig
@@ -33,6 +31,7 @@ from lightningrl.rl.continuous import VersionLineage, skip_counts
 from lightningrl.rl.continuous_loop import ContinuousTraining
 from lightningrl.rl.decisions import first_decisions_row
 from lightningrl.rl.health import health_lines, step_health
+from lightningrl.rl.hooks import PlanFiler, StopCheck
 from lightningrl.rl.metrics import MetricsLog, outcome_metrics, plot_reward_curve
 from lightningrl.rl.policy_servers import PolicyServers
 from lightningrl.rl.progress import StepProgress, step_info
@@ -59,21 +58,15 @@ from lightningstore import (
     spans_of_rollouts,
 )
 
-StopCheck = Callable[["LightningRL"], Awaitable[str | None]]
-"""Asked after each step (after publish): a reason to stop the loop before the next step, or None."""
-
-
-async def gate_stop_check(rl: LightningRL) -> str | None:
-    """The release gate's `stop_reason` for the loop's resource (the hook `config.gate_stop` installs)."""
-    return await stop_reason(rl.store, rl.config.resource_name)
-
 
 class LightningRL(Algorithm):
     """The RL algorithm. Training moves the resource's `latest` pointer only; `approved` is the gate's.
 
-    `stop_check` (or `config.gate_stop`, which installs `gate_stop_check`) is awaited after each step of
-    `run` and `run_continuous`; a reason it returns is logged in that step's row (`stop/reason`,
-    `stop/stopped`), kept in `stopped_reason`, and ends the loop cleanly before the next step."""
+    Two hooks (`rl/hooks.py`) connect it to the release gate, which it knows nothing else of: `stop_check`
+    is awaited after each step of `run` and `run_continuous`, and a reason it returns is logged in that
+    step's row (`stop/reason`, `stop/stopped`), kept in `stopped_reason`, and ends the loop cleanly
+    before the next step; `file_plan` files the training plan before the first step. `fit` installs the
+    gate's (`lightningrl.release`: `file_plan_id` always, `gate_stop_check` with `config.gate_stop`)."""
 
     name = "lightningrl"
 
@@ -87,16 +80,19 @@ class LightningRL(Algorithm):
         trainer: Trainer | None = None,
         console: Console | None = None,
         stop_check: StopCheck | None = None,
+        file_plan: PlanFiler | None = None,
     ) -> None:
         super().__init__(store, stable_rollout_ids=bool(config and config.deterministic))
         if not train_tasks:
             raise ValueError("train_tasks must not be empty")
         self.config = self.own_config(config or LightningRLConfig())
-        if stop_check is not None and self.config.gate_stop:
+        if self.config.gate_stop and stop_check is None:
             raise ValueError(
-                "give stop_check or set config.gate_stop, not both (call gate_stop_check in yours)"
+                "config.gate_stop asks the release gate after each step: pass "
+                "stop_check=lightningrl.release.gate_stop_check (fit does)"
             )
-        self.stop_check: StopCheck | None = gate_stop_check if self.config.gate_stop else stop_check
+        self.stop_check = stop_check
+        self.file_plan = file_plan
         self.stopped_reason: str | None = None
         """Why the last `run` / `run_continuous` stopped early (the stop check's reason), else None."""
         self.train_tasks = list(train_tasks)
@@ -128,7 +124,7 @@ class LightningRL(Algorithm):
         self.bound_resources: dict[str, str] = {}
         """Other resources every rollout is bound to beside the trained LLM (name -> version id)."""
         self.plan_id: str | None = None
-        """The training plan this run filed before its first step (see `lightningrl.release.plan_filing`)."""
+        """The training plan this run filed before its first step (`file_plan`), else None."""
         self.lineage = VersionLineage(store)
         self.servers: PolicyServers | None = None
         """The LLM's endpoints and the version they serve (set when the run starts)."""
@@ -207,8 +203,10 @@ class LightningRL(Algorithm):
     async def _file_plan(self, start: ResourceVersion) -> None:
         """Freeze the receipt's before-training part (the training plan) before the first step; every
         version this run publishes names it, so its receipt copies it rather than re-deriving it."""
-        plan = await file_run_plan(self, self.config.resource_name, start.version_id, self.config.summary())
-        self.plan_id = plan.plan_id
+        if self.file_plan is not None:
+            self.plan_id = await self.file_plan(
+                self, self.config.resource_name, start.version_id, self.config.summary()
+            )
 
     def _current_llm(self) -> LLM:
         assert self.version is not None and isinstance(self.version.resource, LLM)
