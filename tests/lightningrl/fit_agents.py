@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 
@@ -47,6 +48,19 @@ async def scripted_agent(task: dict, resources) -> float:
             model=llm.model, messages=[{"role": "user", "content": task["prompt"]}], max_tokens=2
         )
     return float(task["reward"])
+
+
+@rollout
+async def key_blind_agent(task: dict, resources) -> float:
+    """One model call through the gateway (raises when it fails), then 1.0 when nothing in this
+    process's environment is the endpoint's API key (the row names the variable and the key's sha256)."""
+    llm = resources.llm
+    async with AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0) as client:
+        await client.chat.completions.create(
+            model=llm.model, messages=[{"role": "user", "content": task["prompt"]}], max_tokens=2
+        )
+    seen = {hashlib.sha256(v.encode()).hexdigest() for v in os.environ.values()}
+    return float(task["key_env"] not in os.environ and task["key_sha256"] not in seen)
 
 
 # An in-process trainer in this test process sets these; a child trainer must pick its own port.

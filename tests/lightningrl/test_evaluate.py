@@ -137,3 +137,44 @@ def test_eval_gives_fits_validation_number_and_a_report(tmp_path: Path) -> None:
             await store.close()
 
     assert asyncio.run(count()) == (6, 6)  # every call recorded
+
+
+def test_a_served_model_behind_an_api_key_is_evaluated_and_no_agent_sees_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vendor endpoint that wants an API key (our inference server with one stands in): the gateway
+    sends the key named by `ServedModel.api_key_env`; the runners, so the agents, never get it."""
+    import hashlib
+
+    import httpx
+
+    from lightningstore import LLM
+    from lightningstore.proxy.errors import ProxyError
+    from lightningstore.proxy.upstream import upstream_key
+
+    key = "vendor-key-" + "7" * 24
+    monkeypatch.setenv("VENDOR_KEY", key)
+    model = build_tiny_model(tmp_path / "model", seed=0, hidden_size=32, num_heads=2)
+    rows = [
+        {"prompt": p, "key_env": "VENDOR_KEY", "key_sha256": hashlib.sha256(key.encode()).hexdigest()}
+        for p in PROMPTS[:3]
+    ]
+    app = create_app(model, device="cpu", served_model_name="vendor-model", cpu_threads=1, api_key=key)
+    vendor = serve(app, "vendor")
+    try:
+        body = {"model": "vendor-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        refused = httpx.post(f"{vendor.url}/v1/chat/completions", json=body, timeout=30)
+        assert refused.status_code == 401 and "API key" in refused.text  # the vendor wants its key
+        report = evaluate("fit_agents:key_blind_agent", rows, model=ServedModel(f"{vendor.url}/v1", "vendor-model",
+                          api_key_env="VENDOR_KEY"), k=1, output_dir=tmp_path / "eval", workers=3,
+                          runner_processes=1)  # fmt: skip
+    finally:
+        vendor.stop()
+    # Every call went through with the key, and no agent found it in its environment.
+    assert report.overall.tasks == 3 and report.overall.success == pytest.approx(1.0), report.overall
+    # A gateway without the variable says which one it lacks.
+    monkeypatch.delenv("VENDOR_KEY")
+    with pytest.raises(ProxyError, match=r"no \$VENDOR_KEY in its environment"):
+        upstream_key(LLM(endpoints=["http://127.0.0.1:1/v1"], model="m", api_key_env="VENDOR_KEY"))
+    with pytest.raises(ValueError, match="api_key_env"):
+        LLM(endpoints=["http://127.0.0.1:1/v1"], model="m", api_key_env="NOT A NAME")

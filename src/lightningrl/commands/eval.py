@@ -37,6 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--version", default="latest", help="with --store: latest, approved or a version id")
     p.add_argument("--served-model", help="with --endpoint: the model name it serves")
+    p.add_argument(
+        "--endpoint-key-env",
+        metavar="NAME",
+        help="with --endpoint: the environment variable holding its API key (e.g. OPENAI_API_KEY); the "
+        "gateway sends it, the agent never sees it",
+    )
     p.add_argument("-k", type=int, default=1, help="rollouts per row (default 1); pass@1..k is reported")
     p.add_argument("--slice-by", help="a row field to report success by (e.g. op)")
     p.add_argument(
@@ -70,10 +76,16 @@ def _eval(args: argparse.Namespace) -> int:
             agent = args.agent
         if bool(args.endpoint) != bool(args.served_model):
             raise ValueError("--endpoint and --served-model go together")
+        if args.endpoint_key_env and not args.endpoint:
+            raise ValueError("--endpoint-key-env goes with --endpoint")
         evaluate(
             agent,
             args.rows,
-            model=ServedModel(args.endpoint, args.served_model) if args.endpoint else args.model,
+            model=(
+                ServedModel(args.endpoint, args.served_model, args.endpoint_key_env)
+                if args.endpoint
+                else args.model
+            ),
             version=args.version,
             k=args.k,
             slice_by=args.slice_by,

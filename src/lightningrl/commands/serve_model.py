@@ -30,6 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="ours: the environment variable holding an API key the /v1 routes then require "
+        "(Authorization: Bearer), read once and removed from the environment",
+    )
+    parser.add_argument(
         "--no-prefix-cache",
         dest="prefix_cache",
         action="store_false",
@@ -94,10 +101,17 @@ def _serve(args: argparse.Namespace) -> int:
 
     checkpoint = _checkpoint_of(args)
     reload_token = os.environ.get(RELOAD_TOKEN_ENV) or None
-    remove_credentials()  # read once: a process of the same user must not find them here
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise SystemExit(f"--api-key-env {args.api_key_env}: the variable is not set")
+    # Read once: a process of the same user must not find them here.
+    remove_credentials(extra=[args.api_key_env] if args.api_key_env else [])
     run_server(
         checkpoint,
         reload_token=reload_token,
+        api_key=api_key,
         host=args.host,
         port=args.port,
         device=args.device,

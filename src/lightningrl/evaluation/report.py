@@ -39,6 +39,9 @@ class ServedModel:
     """The endpoint's `.../v1` base URL."""
     model: str
     """The model name the endpoint serves."""
+    api_key_env: str | None = None
+    """The environment variable holding the endpoint's API key (e.g. "OPENAI_API_KEY"): the gateway sends
+    it upstream; runners never inherit it, so the agent under evaluation cannot read it."""
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:

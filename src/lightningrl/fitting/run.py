@@ -289,7 +289,9 @@ async def _fit(
             served=served,
         )
         await publish_start_prompt(store, prompt)
-        _start_runners(supervisor, spec, store_url, proxy_url, workers, processes, tokens)
+        # A served model's API key stays with the gateway: no runner (so no agent) inherits it.
+        hidden = {served.api_key_env} if served is not None and served.api_key_env else set()
+        _start_runners(supervisor, spec, store_url, proxy_url, workers, processes, tokens, hidden)
         for child in supervisor.children:
             recovery.restarts[child.name] = _restart_of(
                 child,
@@ -497,6 +499,7 @@ def _start_runners(
     workers: int,
     processes: int,
     tokens: RunTokens | None,
+    hidden: set[str],
 ) -> None:
     """`processes` runner children sharing `workers` concurrent rollouts as evenly as possible, each
     holding the runner token and the agent secret (`tokens`, else the environment's) and nothing else."""
@@ -516,4 +519,5 @@ def _start_runners(
             "5",
             *spec.runner_args(),
         )
-        supervisor.start(f"runner-{index}", command, env=env, restartable=True, withhold=NOT_FOR_RUNNERS)
+        withhold = NOT_FOR_RUNNERS | hidden
+        supervisor.start(f"runner-{index}", command, env=env, restartable=True, withhold=withhold)

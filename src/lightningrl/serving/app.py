@@ -64,11 +64,16 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
 
 
 def create_app(
-    checkpoint_dir: str | Path, *, reload_token: str | None = None, **options: Unpack[ServingOptions]
+    checkpoint_dir: str | Path,
+    *,
+    reload_token: str | None = None,
+    api_key: str | None = None,
+    **options: Unpack[ServingOptions],
 ) -> FastAPI:
     """An app serving `checkpoint_dir` (device: "cpu", "cuda", or None to pick CUDA when present).
 
     `reload_token`: `/reload` answers 401 to a request without `Authorization: Bearer <it>` (None: open).
+    `api_key`: so do the `/v1` routes without `Authorization: Bearer <it>`, as vLLM's `--api-key`.
 
     Concurrent requests wait up to `batch_wait_ms` to share a batch of at most `max_batch_size`
     sequences. `cpu_threads` sets torch's threads on the generation thread (None: torch's default).
@@ -86,6 +91,18 @@ def create_app(
             await service.stop()
 
     app = FastAPI(title="LightningRL inference server", lifespan=lifespan)
+
+    @app.middleware("http")
+    async def _api_key(request: Request, call_next: Any) -> Any:
+        """With an `api_key`, `/v1/...` answers 401 to a request without it (`/healthz` stays open)."""
+        if (
+            api_key
+            and request.url.path.startswith("/v1/")
+            and not reload_allowed(api_key, request.headers.get("authorization"))
+        ):
+            return _error(401, "this server wants its API key (Authorization: Bearer)")
+        return await call_next(request)
+
     app.state.inference = service
     created = int(time.time())
 

@@ -54,7 +54,12 @@ async def llm_resource(
     engine = server or InferenceEngine()
     latest = await store.get_latest_version(name)
     if served is not None:
-        llm = LLM(endpoints=[served.base_url], model=served.model, sampling_by_mode=sampling_by_mode)
+        llm = LLM(
+            endpoints=[served.base_url],
+            model=served.model,
+            sampling_by_mode=sampling_by_mode,
+            api_key_env=served.api_key_env,
+        )
         if latest is None or latest.resource != llm:
             await store.add_resource_version(
                 name, llm, created_by="fit", metadata={"fit": "served elsewhere"}

@@ -42,6 +42,10 @@ class LLM(BaseModel):
     """Where the weights of this version live (an HF directory), if trainable."""
     provider: str = "openai"
     """'openai' for OpenAI-compatible servers; any other litellm provider is observe-only."""
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
+    """The variable of the gateway's environment (the store server's) that holds the endpoints' API key,
+    sent upstream as `Authorization: Bearer`. Only the name is stored; `fit` passes the variable to the
+    store server and never to a runner, so no agent sees the key."""
     max_tokens_cap: int | None = Field(default=4096, ge=1)
     """The most completion tokens an agent's call may ask for (`max_tokens`, `max_completion_tokens`);
     the proxy refuses more (400), so one call cannot run up the cost. None: no cap of ours."""

@@ -25,7 +25,7 @@ from lightningstore.proxy.request import CallRequest, Kind, parse_body, prepare
 from lightningstore.proxy.routing import endpoint_order
 from lightningstore.proxy.shape import shape_for_agent
 from lightningstore.proxy.stream import Finish, RecordedStream, one_chunk, relay
-from lightningstore.proxy.upstream import Upstream, UpstreamResponse
+from lightningstore.proxy.upstream import Upstream, UpstreamResponse, upstream_key
 from lightningstore.store import LightningStore
 
 CALLER_ROLES = frozenset({Role.ADMIN, Role.ALGORITHM, Role.RUNNER})
@@ -142,7 +142,9 @@ class Gateway:
             data = await call_litellm(bound.llm, endpoints[0], call)
             record.absorb(data)
             return Response(orjson.dumps(data), media_type="application/json")
-        response = await self.upstream.send(endpoints, call.path, call.body, record, stream=False)
+        response = await self.upstream.send(
+            endpoints, call.path, call.body, record, stream=False, api_key=upstream_key(bound.llm)
+        )
         record.status = response.status_code
         if response.status_code >= 400:
             record.error = (
@@ -166,7 +168,9 @@ class Gateway:
                 data = await call_litellm(bound.llm, endpoints[0], call)
                 record.absorb(data)
                 return RecordedStream(one_chunk(as_chunk(data, call), finish), finish)
-            response = await self.upstream.send(endpoints, call.path, call.body, record, stream=True)
+            response = await self.upstream.send(
+                endpoints, call.path, call.body, record, stream=True, api_key=upstream_key(bound.llm)
+            )
         except ProxyError as error:
             record.status, record.error = error.status, error.message
             await finish()

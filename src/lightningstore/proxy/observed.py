@@ -8,6 +8,7 @@ from typing import Any
 from lightningstore.data.resource import LLM
 from lightningstore.proxy.errors import ProxyError
 from lightningstore.proxy.request import JSON, CallRequest
+from lightningstore.proxy.upstream import upstream_key
 
 REASON_CHARS = 300
 # The model is passed on its own and streaming is answered by the gateway (`as_chunk`); the agent's
@@ -23,6 +24,8 @@ async def call_litellm(llm: LLM, endpoint: str, call: CallRequest) -> JSON:
 
     kwargs: dict[str, Any] = {k: v for k, v in call.body.items() if k not in _NOT_FOR_LITELLM}
     model = f"{llm.provider}/{llm.model}"
+    if llm.api_key_env is not None:
+        kwargs["api_key"] = upstream_key(llm)
     try:
         if call.kind == "chat":
             response = await litellm.acompletion(model=model, api_base=endpoint, **kwargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import urllib.request
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ import httpx
 import orjson
 
 from lightningstore.client.wire import WirePool, WireResponse
+from lightningstore.data.resource import LLM
 from lightningstore.llm_record import CallRecord
 from lightningstore.proxy.config import ProxyConfig
 from lightningstore.proxy.errors import ProxyError
@@ -51,6 +53,19 @@ def new_client(config: ProxyConfig) -> httpx.AsyncClient:
 UpstreamResponse = httpx.Response | WireResponse
 
 
+def upstream_key(llm: LLM) -> str | None:
+    """The API key the LLM's endpoints want (its `api_key_env`, read from this process's environment at
+    each call), None when it names none; ProxyError(502) naming the variable when it is not set."""
+    if llm.api_key_env is None:
+        return None
+    key = os.environ.get(llm.api_key_env)
+    if not key:
+        raise ProxyError(
+            502, f"the gateway has no ${llm.api_key_env} in its environment (the API key of {llm.model!r})"
+        )
+    return key
+
+
 def _retry_after(response: UpstreamResponse) -> float:
     try:
         return max(0.0, float(response.headers.get("retry-after", "0")))
@@ -80,20 +95,21 @@ class Upstream:
         self._config = config
         self._urls: dict[tuple[str, str], httpx.URL] = {}
         self._headers = {"content-type": "application/json", **dict(config.upstream_headers)}
-        self._pools: dict[str, WirePool | None] = {}
+        self._pools: dict[tuple[str, str | None], WirePool | None] = {}
 
-    def _pool(self, endpoint: str) -> WirePool | None:
-        """The endpoint's own connections (None: use httpx), made on first use."""
-        if endpoint not in self._pools:
+    def _pool(self, endpoint: str, api_key: str | None) -> WirePool | None:
+        """The endpoint's own connections with `api_key` (None: use httpx), made on first use."""
+        pool_key = (endpoint, api_key)
+        if pool_key not in self._pools:
             if len(self._pools) >= URL_CACHE_SIZE:
                 self._pools.clear()  # connections of dropped pools close with their transports
             lean = urlsplit(endpoint).scheme in ("http", "https") and not (
                 self._config.trust_env and _env_proxied(endpoint)
             )
-            self._pools[endpoint] = (
+            self._pools[pool_key] = (
                 WirePool(
                     endpoint.rstrip("/"),
-                    self._headers,
+                    self._with_key(api_key),
                     timeout=self._config.upstream_timeout_s,
                     max_connections=self._config.max_connections,
                     connect_timeout=self._config.connect_timeout_s,
@@ -101,7 +117,11 @@ class Upstream:
                 if lean
                 else None
             )
-        return self._pools[endpoint]
+        return self._pools[pool_key]
+
+    def _with_key(self, api_key: str | None) -> dict[str, str]:
+        """The upstream headers, with `Authorization: Bearer <api_key>` when there is a key."""
+        return {**self._headers, "authorization": f"Bearer {api_key}"} if api_key else self._headers
 
     async def aclose(self) -> None:
         """Close the lean connections (the httpx client is closed by its owner)."""
@@ -110,11 +130,13 @@ class Upstream:
             if pool is not None:
                 await pool.aclose()
 
-    async def _post(self, endpoint: str, path: str, payload: bytes, stream: bool) -> UpstreamResponse:
-        pool = None if stream else self._pool(endpoint)
+    async def _post(
+        self, endpoint: str, path: str, payload: bytes, stream: bool, api_key: str | None
+    ) -> UpstreamResponse:
+        pool = None if stream else self._pool(endpoint, api_key)
         if pool is not None:
             return await pool.request("POST", path, content=payload)
-        headers = {**self._headers, "accept": "text/event-stream" if stream else "application/json"}
+        headers = {**self._with_key(api_key), "accept": "text/event-stream" if stream else "application/json"}
         request = self.client.build_request(
             "POST", self._url(endpoint, path), content=payload, headers=headers
         )
@@ -136,9 +158,17 @@ class Upstream:
         return min(self._config.backoff_max_s, max(floor, ceiling / 2 + random.uniform(0, ceiling / 2)))
 
     async def send(
-        self, endpoints: Sequence[str], path: str, body: JSON, record: CallRecord, *, stream: bool
+        self,
+        endpoints: Sequence[str],
+        path: str,
+        body: JSON,
+        record: CallRecord,
+        *,
+        stream: bool,
+        api_key: str | None = None,
     ) -> UpstreamResponse:
-        """The upstream's final response (streaming: opened, unread, to be closed by the caller).
+        """The upstream's final response (streaming: opened, unread, to be closed by the caller), sent
+        with `Authorization: Bearer <api_key>` when given (`upstream_key`).
 
         A 408/429/5xx answer is retried and, when retries run out, returned as it is; a connection
         failure moves to the next endpoint and raises ProxyError(502) when retries run out.
@@ -151,7 +181,7 @@ class Upstream:
             record.upstream, record.retries = endpoint, retry
             floor = 0.0
             try:
-                response = await self._post(endpoint, path, payload, stream)
+                response = await self._post(endpoint, path, payload, stream, api_key)
             except httpx.TimeoutException as error:
                 if not isinstance(error, httpx.ConnectTimeout | httpx.PoolTimeout):
                     raise ProxyError(504, f"upstream {endpoint} timed out: {type(error).__name__}") from None
