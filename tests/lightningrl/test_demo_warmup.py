@@ -6,6 +6,7 @@ import argparse
 import io
 from pathlib import Path
 
+import pytest
 import torch
 from rich.console import Console
 from safetensors.torch import load_file
@@ -80,3 +81,29 @@ def test_phase_one_goes_on_until_the_copies_hold_and_restarts_from_fresh_weights
     assert "warning: RL starts from a warm-up that does not copy reliably" in out
     restarted = weights(tmp_path / "no" / "model-base-1")
     assert any(not torch.equal(restarted[k], weights(base)[k]) for k in restarted)  # other weights
+
+
+def test_the_completion_loss_is_the_models_own_loss_and_gradient(tmp_path: Path) -> None:
+    """The warm-up's loss scores completions through the vocabulary head at their positions only: the
+    same loss and gradient as the model's own `labels` loss over the whole sequence."""
+    from transformers import AutoModelForCausalLM
+
+    from lightningrl.demos.warmup import completion_loss
+
+    model = AutoModelForCausalLM.from_pretrained(
+        build_tiny_model(tmp_path / "m", seed=0, hidden_size=32, num_heads=2), dtype=torch.float32
+    )
+    ids = torch.randint(3, 50, (2, 12), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0  # a padded row
+    labels = torch.full_like(ids, -100)
+    labels[0, 5:9], labels[1, 4:9] = ids[0, 5:9], ids[1, 4:9]
+    ours = completion_loss(model, ids, mask, labels)
+    ours.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    theirs = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    theirs.backward()
+    assert ours.item() == pytest.approx(theirs.item(), abs=1e-6)
+    for name, param in model.named_parameters():
+        assert torch.allclose(grads[name], param.grad, atol=1e-6), name
