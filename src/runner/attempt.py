@@ -24,11 +24,11 @@ from lightningstore import (
     NotFoundError,
 )
 from runner.agent import LitAgent
-from runner.context import AttemptContext, attempt_scope
 from runner.resources import AgentResources, ResourceSetCache, build_resources, resolve_versions
 from runner.reward import emit_reward, rewards_from_result
 from runner.step_spans import record_error
 from runner.threads import run_in_daemon_thread
+from runner.tracing.context import AttemptContext, attempt_scope
 from runner.tracing.sink import SpanSink
 from runner.tracing.tracer import AttemptTracer
 

@@ -14,7 +14,7 @@ from lightningstore.semconv import (
     REWARD_TARGET_SPAN,
     REWARD_VALUE,
 )
-from runner.context import AttemptContext, require_attempt
+from runner.tracing.context import AttemptContext, require_attempt
 
 if TYPE_CHECKING:
     from lightningstore import RewardIn

@@ -11,7 +11,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, overload
 from opentelemetry.trace import Span, Status, StatusCode
 
 from lightningstore.semconv import STEP_SPAN_PREFIX, TOOL_SPAN_PREFIX
-from runner.context import current_attempt
+from runner.tracing.context import current_attempt
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -10,9 +10,9 @@ from autogen_core.models import ModelInfo
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 from lightningstore.semconv import AGENT_NAME, STEP_SPAN_PREFIX
-from runner.context import current_attempt
 from runner.resources import ResolvedLLM
 from runner.step_spans import RESULT, TRACE_KIND, truncate
+from runner.tracing.context import current_attempt
 
 SAMPLING_ARGS = (
     "temperature",

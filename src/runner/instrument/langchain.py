@@ -16,8 +16,8 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Span
 
 from lightningstore.semconv import STEP_SPAN_PREFIX, TOOL_SPAN_PREFIX
-from runner.context import AttemptContext, current_attempt
 from runner.step_spans import ARGUMENTS, RESULT, TRACE_KIND, record_error, to_text
+from runner.tracing.context import AttemptContext, current_attempt
 
 LLM_MODEL = "lightningrl.langchain.model"
 LLM_STEP_PREFIX = STEP_SPAN_PREFIX + "llm."

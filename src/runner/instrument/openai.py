@@ -22,8 +22,8 @@ from lightningstore import semconv
 from lightningstore.llm_call import request_attributes, response_attributes, span_name
 from lightningstore.llm_record import CallRecord, Kind
 from lightningstore.semconv import is_proxy_url
-from runner.context import AttemptContext, current_agent_name, current_attempt
 from runner.step_spans import record_error
+from runner.tracing.context import AttemptContext, current_agent_name, current_attempt
 
 SYSTEM = "openai"  # the gen_ai.system of calls made with the openai client
 

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
 
 from lightningstore.semconv import AGENT_NAME, ATTEMPT_ID, ROLLOUT_ID
-from runner.context import current_agent_name, current_attempt
+from runner.tracing.context import current_agent_name, current_attempt
 from runner.tracing.tracer import AttemptTracer
 
 log = logging.getLogger("runner.tracing.global_spans")
