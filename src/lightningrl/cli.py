@@ -26,7 +26,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def _command_modules(command: str | None) -> list[str]:
     """`lightningrl.commands.<command>` when there is one (`-` read as `_`), else every command module."""
-    if command and not command.startswith("-"):
+    if command and command.replace("-", "_").isidentifier():
         module = f"{COMMAND_PACKAGES[0]}.{command.replace('-', '_')}"
         if importlib.util.find_spec(module) is not None:
             return [module]

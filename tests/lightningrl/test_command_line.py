@@ -49,5 +49,6 @@ def test_one_command_parses_as_with_every_command() -> None:
         == vars(build_parser().parse_args(argv)).keys()
     )
     # An unknown first word falls back to the whole parser, which refuses it by name.
-    with pytest.raises(SystemExit):
-        build_parser("no-such-command").parse_args(["no-such-command"])
+    for word in ("no-such-command", "no.such.module", "../x"):
+        with pytest.raises(SystemExit):
+            build_parser(word).parse_args([word])
