@@ -27,6 +27,7 @@ from tasks import OPS, split_tasks, tool_messages  # noqa: E402
 
 from lightningrl.credit import RolloutEvidence, TrainingSequence, assign_credit_to_rollouts, collate  # noqa: E402
 from lightningrl.models.adapter import model_config  # noqa: E402
+from lightningrl.quiet import quiet_third_party  # noqa: E402
 from lightningrl.rl.advantages import compute_advantages  # noqa: E402
 from lightningrl.rl.config import LightningRLConfig  # noqa: E402
 from lightningrl.rl.step_checkpoints import step_checkpoint  # noqa: E402
@@ -60,8 +61,9 @@ def tool_slot(model_dir: Path, seed: int) -> dict[str, tuple[float, float]]:
     """Per operation: mean P(right tool) and P(no tool) after the operation word, held-out questions."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    with quiet_third_party():  # no "Loading weights" bar between the script's lines
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     tools = {tool: tokenizer.encode(f" {tool}", add_special_tokens=False)[0] for tool in OPS.values()}
     _, heldout = split_tasks(seed)
     out = {}

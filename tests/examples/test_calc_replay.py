@@ -24,6 +24,7 @@ def test_replaying_step_one_gives_the_runs_own_checkpoint(calc_experiment: Path,
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert "step 1:" in out and "P(right tool) / P(no tool)" in out
+    assert "Loading weights" not in out + done.stderr  # no third-party progress bar between its lines
     for op in ("plus", "minus", "times"):
         assert out.count(f"{op} ") >= 2, out  # before and after
     ran = load_file(seed_dir / "checkpoints" / "step-0001" / "model.safetensors")
