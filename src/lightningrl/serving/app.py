@@ -92,16 +92,16 @@ def create_app(
 
     app = FastAPI(title="LightningRL inference server", lifespan=lifespan)
 
-    @app.middleware("http")
-    async def _api_key(request: Request, call_next: Any) -> Any:
-        """With an `api_key`, `/v1/...` answers 401 to a request without it (`/healthz` stays open)."""
-        if (
-            api_key
-            and request.url.path.startswith("/v1/")
-            and not reload_allowed(api_key, request.headers.get("authorization"))
-        ):
-            return _error(401, "this server wants its API key (Authorization: Bearer)")
-        return await call_next(request)
+    if api_key:  # installed only when asked for: a middleware costs every request, streams included
+
+        @app.middleware("http")
+        async def _api_key(request: Request, call_next: Any) -> Any:
+            """`/v1/...` answers 401 to a request without the API key (`/healthz` stays open)."""
+            if request.url.path.startswith("/v1/") and not reload_allowed(
+                api_key, request.headers.get("authorization")
+            ):
+                return _error(401, "this server wants its API key (Authorization: Bearer)")
+            return await call_next(request)
 
     app.state.inference = service
     created = int(time.time())
