@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from safetensors import safe_open
 
 from lightningrl import AglAgent, fit
 from lightningrl.demos.tinylm import build_tiny_model
@@ -194,16 +195,72 @@ def test_an_agent_that_calls_no_model_and_posts_no_reward_is_named(warm_model: P
     assert said.count(f"{n} of {n} rollouts posted no reward") == 1, said
 
 
-@pytest.mark.slow
-def test_v1_calc_x_autogen_mcp_agent_runs_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """v1.0's AutoGen + MCP calculator agent (the one that failed with KeyError on QUESTION before
-    env_map): every rollout runs, its model call lands with exact token ids and its reward is posted.
-    It starts its MCP server as `python -m mcp_server_calculator`: `python` is this interpreter."""
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+CALC_X_FORMAT = (
+    "Output the answer when you are ready. The answer should be surrounded by "
+    "three sharps (`###`), in the form of ### ANSWER: <answer> ###."
+)
+"""calc_agent.py's `output_format`, appended to each question (copied: the agent's file stays v1.0's)."""
+AUTOGEN_SYSTEM = "You are a helpful AI assistant. Solve tasks using your tools. Reply with TERMINATE when the task has been completed."
+"""AutoGen AssistantAgent's default system message."""
+CALC_X_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "calculate",
+            "description": "Calculates/evaluates the given expression.",
+            "parameters": {
+                "type": "object",
+                "properties": {"expression": {"title": "Expression", "type": "string"}},
+                "required": ["expression"],
+                "additionalProperties": False,
+            },
+            "strict": False,
+        },
+    }
+]
+"""The MCP calculator's tool as AutoGen offers it (read from a run's spans): the warm-up's prompts are the
+agent's, token for token."""
+WRONG = "12345"
+
+
+@pytest.fixture(scope="module")
+def calc_x_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, str]]]:
+    """(a tiny model warmed up to answer v1.0's calc_x questions with the right `### ANSWER: … ###` or a
+    wrong one at random, the 3 sample rows it knows): its groups disagree, so `fit` updates it."""
     rows = [json.loads(line) for line in (CALC_X / "data" / "sample.jsonl").read_text().splitlines()][:3]
-    model = build_tiny_model(
-        tmp_path / "model", seed=0, hidden_size=32, num_heads=2, max_position_embeddings=4096
+    prompts = [f"{row['question']} {CALC_X_FORMAT}" for row in rows]
+    answers = [[f"### ANSWER: {row['result']} ###", f"### ANSWER: {WRONG} ###"] for row in rows]
+    root = tmp_path_factory.mktemp("agl-calc-x")
+    base = build_tiny_model(
+        root / "base",
+        seed=0,
+        extra_text=[AUTOGEN_SYSTEM, *prompts, *(a for pair in answers for a in pair)],
+        hidden_size=32,
+        num_heads=2,
+        max_position_embeddings=4096,
     )
+    # Each answer 8 times in 16, shuffled: a skewed draw leaves one answer far likelier, and its groups agree.
+    rng = random.Random(0)
+    demos = []
+    for prompt, pair in zip(prompts, answers, strict=True):
+        messages = [{"role": "system", "content": AUTOGEN_SYSTEM}, {"role": "user", "content": prompt}]
+        demos += [(messages, answer, CALC_X_TOOLS) for answer in rng.sample(pair * 8, 16)]
+    warm, _ = supervised_warmup(
+        base, demos, root / "warm", WarmupConfig(steps=80, batch_size=16, lr=1e-2), show_progress=False
+    )
+    return warm, rows
+
+
+@pytest.mark.slow
+def test_v1_calc_x_autogen_mcp_agent_trains_unchanged(
+    calc_x_model: tuple[Path, list[dict[str, str]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v1.0's AutoGen + MCP calculator agent (the one that failed with KeyError on QUESTION before
+    env_map): every rollout runs, its model call lands with exact token ids, its reward is posted, and
+    the policy is updated. It starts its MCP server as `python -m mcp_server_calculator`: `python` is
+    this interpreter."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    model, rows = calc_x_model
     agent = AglAgent(
         agent_class="calc_agent:Agent",
         env_map={"QUESTION": "input.question", "RESULT": "input.result"},
@@ -216,15 +273,28 @@ def test_v1_calc_x_autogen_mcp_agent_runs_unchanged(tmp_path: Path, monkeypatch:
         config={
             "steps": 1,
             "tasks_per_step": 3,
-            "rollouts_per_task": 2,
+            "rollouts_per_task": 4,
             "val_every": 0,
             "max_fill_rounds": 0,
+            "show_progress": False,
+            "trainer": {"lr": 1e-3},
         },
-        workers=2,
+        workers=4,
         runner_processes=1,
         output_dir=tmp_path / "run",
     )
     (row,) = [r for r in result.metrics if r["step"] > 0]
-    assert row["train/rollouts"] == 6 and row["train/failed"] == 0, row
-    assert row["credit/calls_used"] == row["credit/llm_calls"] >= 6 and row["credit/rewards_used"] == 6, row
+    assert row["train/rollouts"] == 12 and row["train/failed"] == 0, row
+    assert row["credit/calls_used"] == row["credit/llm_calls"] >= 12 and row["credit/rewards_used"] == 12, row
     assert row["credit/rollouts_without_model_call"] == 0 and row["credit/rollouts_without_reward"] == 0
+    # The agent's own check (eval_utils) scored the warm model's answers: some right, some wrong, so
+    # groups disagree and the step trained (the weights moved).
+    assert 0.0 < row["train/reward_mean"] < 1.0, row
+    assert "update/version_id" in row and "update/skipped" not in row, row
+    assert result.last_checkpoint is not None
+    name = "model.layers.0.self_attn.q_proj.weight"
+    with (
+        safe_open(str(result.last_checkpoint / "model.safetensors"), framework="pt") as new,
+        safe_open(str(model / "model.safetensors"), framework="pt") as old,
+    ):
+        assert (new.get_tensor(name) - old.get_tensor(name)).abs().max().item() > 0.0
