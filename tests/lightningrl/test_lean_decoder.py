@@ -69,13 +69,30 @@ def test_other_attention_implementations_decode_through_transformers(model_dir: 
     assert lean_decoder(model) is None
 
 
-def test_packed_layers_decode_as_the_plain_model_does(model_dir: Path) -> None:
-    """Packed for oneDNN, every linear layer of the served model is a PackedLinear; transformers'
-    forward and the lean step still agree bit for bit, and both stay within float noise of the
-    unpacked model (same greedy tokens, log-probs within 1e-4)."""
+def test_only_large_weights_are_packed(model_dir: Path) -> None:
+    """A packed call's fixed cost loses on small matmuls: the tiny model's layers (the largest 87k
+    elements) stay plain by default; a layer of at least `PACK_MIN_ELEMENTS` is packed."""
+    from lightningrl.serving.model import load_model
+    from lightningrl.serving.packed_linear import PACK_MIN_ELEMENTS, PackedLinear, pack_linears
+
+    tiny = load_model(model_dir, device="cpu", version=0).model
+    assert not any(isinstance(m, PackedLinear) for m in tiny.modules())
+    head = torch.nn.Sequential(torch.nn.Linear(256, PACK_MIN_ELEMENTS // 256), torch.nn.Linear(256, 256))
+    assert pack_linears(head) == 1
+    assert isinstance(head[0], PackedLinear) and type(head[1]) is torch.nn.Linear
+
+
+def test_packed_layers_decode_as_the_plain_model_does(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packed for oneDNN (here every layer, whatever its size), each linear layer of the served model is
+    a PackedLinear; transformers' forward and the lean step still agree bit for bit, and both stay within
+    float noise of the unpacked model (same greedy tokens, log-probs within 1e-4)."""
+    from lightningrl.serving import packed_linear
     from lightningrl.serving.model import load_model
     from lightningrl.serving.packed_linear import PackedLinear
 
+    monkeypatch.setattr(packed_linear, "PACK_MIN_ELEMENTS", 0)
     plain = load_model(model_dir, device="cpu", version=0, packed=False).model
     packed = load_model(model_dir, device="cpu", version=0).model
     assert not any(isinstance(m, PackedLinear) for m in plain.modules())
@@ -95,10 +112,15 @@ def test_packed_layers_decode_as_the_plain_model_does(model_dir: Path) -> None:
     assert torch.equal(forward.argmax(-1), expected.argmax(-1))
 
 
-def test_the_server_packs_unless_told_not_to_and_a_reload_keeps_the_choice(model_dir: Path) -> None:
+def test_the_server_packs_unless_told_not_to_and_a_reload_keeps_the_choice(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`InferenceService(packed_weights=...)` (serve-model --no-packed-weights) decides for every model
-    it loads, the reloaded ones too."""
+    it loads, the reloaded ones too (every layer counts as large here)."""
+    from lightningrl.serving import packed_linear
     from lightningrl.serving.packed_linear import PackedLinear
+
+    monkeypatch.setattr(packed_linear, "PACK_MIN_ELEMENTS", 0)
     from lightningrl.serving.service import InferenceService
 
     def packed(service: InferenceService) -> bool:

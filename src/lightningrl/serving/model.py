@@ -79,7 +79,7 @@ class LoadedModel:
 
 def load_model(checkpoint: str | Path, *, device: str, version: int, packed: bool = True) -> LoadedModel:
     """Load a Hugging Face causal LM directory (or a LoRA adapter directory) onto `device` in its saved
-    dtype; `packed`: its linear layers packed for oneDNN where that is available (`packed_linear`)."""
+    dtype; `packed`: its large linear layers packed for oneDNN where that is available (`packed_linear`)."""
     path = Path(checkpoint)
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint directory does not exist: {str(path)!r}")

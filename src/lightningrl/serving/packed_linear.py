@@ -9,7 +9,8 @@ differ from `F.linear`'s in the last bits only (another summation order: ~4e-6 o
 ~1), so every path of the served model — transformers' forward and the engine's lean decode step —
 goes through the same packed layers, and a sequence's log-probs do not depend on which path ran it.
 
-Serving only: the layers keep their `weight` (a tied embedding still shares it) but a change to it
+Only large weights are packed (`PACK_MIN_ELEMENTS`): a packed call has a fixed cost that a small
+matmul does not repay. Serving only: the layers keep their `weight` (a tied embedding still shares it) but a change to it
 after packing is not seen; a reload builds a new model and packs that.
 """
 
@@ -55,13 +56,22 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, packed=oneDNN"
 
 
-def pack_linears(model: nn.Module) -> int:
-    """Replace every `nn.Linear` in `model` by a `PackedLinear` (call `packing_available` first);
-    returns how many were replaced."""
+PACK_MIN_ELEMENTS = 1 << 20
+"""Only a weight of at least this many elements is packed. A packed call costs ~30 us more than
+`F.linear` whatever its size (this CPU, one thread): below ~1M elements that loses at one row and
+about breaks even at 16 (SmolLM2's 576x576: 37 -> 71 us at 1 row, 184 -> 187 us at 16; a tiny
+model's 128x128: 8 -> 36 us), while SmolLM2's 49k-row output layer gains (7.7 -> 7.1 ms at 1 row,
+27.6 -> 18.0 ms at 16). Read at each load, so a test can lower it."""
+
+
+def pack_linears(model: nn.Module, min_elements: int | None = None) -> int:
+    """Replace each `nn.Linear` in `model` whose weight has at least `min_elements` elements (default
+    `PACK_MIN_ELEMENTS`) by a `PackedLinear` (call `packing_available` first); returns how many."""
+    smallest = PACK_MIN_ELEMENTS if min_elements is None else min_elements
     replaced = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if type(child) is nn.Linear:
+            if type(child) is nn.Linear and child.weight.numel() >= smallest:
                 setattr(parent, name, PackedLinear(child))
                 replaced += 1
     return replaced
