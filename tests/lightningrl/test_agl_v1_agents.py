@@ -17,6 +17,7 @@ from rich.console import Console
 from safetensors import safe_open
 
 from lightningrl import AglAgent, fit
+from lightningrl.demos.demonstrations import Demonstration
 from lightningrl.demos.tinylm import build_tiny_model
 from lightningrl.demos.warmup import WarmupConfig, supervised_warmup
 from runner.agl import env_from_map
@@ -90,6 +91,26 @@ def test_env_map_follows_v1() -> None:
         AglAgent(agent_class="NoModule")
 
 
+def warmed_tiny_model(
+    root: Path,
+    text: list[str],
+    demos: list[Demonstration],
+    config: WarmupConfig,
+    max_position_embeddings: int,
+) -> Path:
+    """A tiny model whose vocabulary knows `text`, fine-tuned on `demos`; its directory."""
+    base = build_tiny_model(
+        root / "base",
+        seed=0,
+        extra_text=text,
+        hidden_size=32,
+        num_heads=2,
+        max_position_embeddings=max_position_embeddings,
+    )
+    warm, _ = supervised_warmup(base, demos, root / "warm", config, show_progress=False)
+    return warm
+
+
 @pytest.fixture(scope="module")
 def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny model warmed up to answer v1.0's gsm8k prompt with `### ANSWER: 3 ###` or `4` at random."""
@@ -98,23 +119,17 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         from gsm8k_agent import build_prompt
     finally:
         sys.path.remove(str(GSM8K))
-    root = tmp_path_factory.mktemp("agl-gsm8k")
     prompts = [build_prompt(q) for q, _ in QUESTIONS]
     answers = ["### ANSWER: 3 ###", "### ANSWER: 4 ###"]
-    base = build_tiny_model(
-        root / "base",
-        seed=0,
-        extra_text=prompts + answers,
-        hidden_size=32,
-        num_heads=2,
-        max_position_embeddings=2048,
-    )
     rng = random.Random(0)
     demos = [([{"role": "user", "content": p}], rng.choice(answers)) for p in prompts for _ in range(16)]
-    warm, _ = supervised_warmup(
-        base, demos, root / "warm", WarmupConfig(steps=80, batch_size=16, lr=1e-2), show_progress=False
+    return warmed_tiny_model(
+        tmp_path_factory.mktemp("agl-gsm8k"),
+        prompts + answers,
+        demos,
+        WarmupConfig(steps=80, batch_size=16, lr=1e-2),
+        max_position_embeddings=2048,
     )
-    return warm
 
 
 @pytest.mark.slow
@@ -230,15 +245,6 @@ def calc_x_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[d
     rows = [json.loads(line) for line in (CALC_X / "data" / "sample.jsonl").read_text().splitlines()][:3]
     prompts = [f"{row['question']} {CALC_X_FORMAT}" for row in rows]
     answers = [[f"### ANSWER: {row['result']} ###", f"### ANSWER: {WRONG} ###"] for row in rows]
-    root = tmp_path_factory.mktemp("agl-calc-x")
-    base = build_tiny_model(
-        root / "base",
-        seed=0,
-        extra_text=[AUTOGEN_SYSTEM, *prompts, *(a for pair in answers for a in pair)],
-        hidden_size=32,
-        num_heads=2,
-        max_position_embeddings=4096,
-    )
     # Each answer 8 times in 16, shuffled: a skewed draw leaves one answer far likelier, and its groups agree.
     rng = random.Random(0)
     demos = []
@@ -247,8 +253,12 @@ def calc_x_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[d
         demos += [(messages, answer, CALC_X_TOOLS) for answer in rng.sample(pair * 8, 16)]
     # 300 steps at 5e-3 settle each answer near 1/2 (measured: p(right) 0.48-0.52 per question); 80 at 1e-2
     # left 0.23-0.46 and the rest garbled, and one run in nine had every group agree.
-    warm, _ = supervised_warmup(
-        base, demos, root / "warm", WarmupConfig(steps=300, batch_size=16, lr=5e-3), show_progress=False
+    warm = warmed_tiny_model(
+        tmp_path_factory.mktemp("agl-calc-x"),
+        [AUTOGEN_SYSTEM, *prompts, *(a for pair in answers for a in pair)],
+        demos,
+        WarmupConfig(steps=300, batch_size=16, lr=5e-3),
+        max_position_embeddings=4096,
     )
     return warm, rows
 

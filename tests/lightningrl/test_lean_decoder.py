@@ -119,9 +119,9 @@ def test_the_server_packs_unless_told_not_to_and_a_reload_keeps_the_choice(
     it loads, the reloaded ones too (every layer counts as large here)."""
     from lightningrl.serving import packed_linear
     from lightningrl.serving.packed_linear import PackedLinear
+    from lightningrl.serving.service import InferenceService
 
     monkeypatch.setattr(packed_linear, "PACK_MIN_ELEMENTS", 0)
-    from lightningrl.serving.service import InferenceService
 
     def packed(service: InferenceService) -> bool:
         return any(isinstance(m, PackedLinear) for m in service.model.model.modules())

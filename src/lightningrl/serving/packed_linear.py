@@ -10,8 +10,8 @@ differ from `F.linear`'s in the last bits only (another summation order: ~4e-6 o
 goes through the same packed layers, and a sequence's log-probs do not depend on which path ran it.
 
 Only large weights are packed (`PACK_MIN_ELEMENTS`): a packed call has a fixed cost that a small
-matmul does not repay. Serving only: the layers keep their `weight` (a tied embedding still shares it) but a change to it
-after packing is not seen; a reload builds a new model and packs that.
+matmul does not repay. Serving only: the layers keep their `weight` (a tied embedding still shares
+it) but a change to it after packing is not seen; a reload builds a new model and packs that.
 """
 
 from __future__ import annotations
@@ -64,14 +64,13 @@ model's 128x128: 8 -> 36 us), while SmolLM2's 49k-row output layer gains (7.7 ->
 27.6 -> 18.0 ms at 16). Read at each load, so a test can lower it."""
 
 
-def pack_linears(model: nn.Module, min_elements: int | None = None) -> int:
-    """Replace each `nn.Linear` in `model` whose weight has at least `min_elements` elements (default
-    `PACK_MIN_ELEMENTS`) by a `PackedLinear` (call `packing_available` first); returns how many."""
-    smallest = PACK_MIN_ELEMENTS if min_elements is None else min_elements
+def pack_linears(model: nn.Module) -> int:
+    """Replace each `nn.Linear` in `model` whose weight has at least `PACK_MIN_ELEMENTS` elements by a
+    `PackedLinear` (call `packing_available` first); returns how many were replaced."""
     replaced = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if type(child) is nn.Linear and child.weight.numel() >= smallest:
+            if type(child) is nn.Linear and child.weight.numel() >= PACK_MIN_ELEMENTS:
                 setattr(parent, name, PackedLinear(child))
                 replaced += 1
     return replaced
